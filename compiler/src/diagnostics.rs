@@ -1,0 +1,506 @@
+//! Every diagnostic mcpgraph reports, with its stable code, and how they are rendered.
+//!
+//! All constructors live here so that the catalogue of codes reads in one place (`mcpgraph check`
+//! documents them in `docs/diagnostics.md`). Stages never stop at the first problem: they push
+//! diagnostics and carry on; the caller sorts them by position before showing them.
+
+use std::fmt;
+
+/// A byte range in the graph file. Spans never take part in equality of the things they locate.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Span {
+    pub start: usize,
+    pub end: usize,
+}
+
+impl Span {
+    pub const fn new(start: usize, end: usize) -> Self {
+        Span { start, end }
+    }
+    /// The span from the start of `self` to the end of `other`.
+    pub fn to(self, other: Span) -> Span {
+        Span::new(self.start.min(other.start), self.end.max(other.end))
+    }
+    pub fn len(self) -> usize {
+        self.end - self.start
+    }
+    pub fn is_empty(self) -> bool {
+        self.end == self.start
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Severity {
+    Error,
+    Warning,
+}
+
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diagnostic {
+    pub severity: Severity,
+    /// Stable code: `E0xxx` for errors, `W0xxx` for warnings.
+    pub code: &'static str,
+    pub message: String,
+    pub span: Span,
+    /// Text under the primary label.
+    pub label: String,
+    pub help: Option<String>,
+}
+
+impl Diagnostic {
+    fn error(
+        code: &'static str,
+        span: Span,
+        message: impl Into<String>,
+        label: impl Into<String>,
+    ) -> Self {
+        Diagnostic {
+            severity: Severity::Error,
+            code,
+            message: message.into(),
+            span,
+            label: label.into(),
+            help: None,
+        }
+    }
+
+    fn warning(
+        code: &'static str,
+        span: Span,
+        message: impl Into<String>,
+        label: impl Into<String>,
+    ) -> Self {
+        Diagnostic {
+            severity: Severity::Warning,
+            ..Diagnostic::error(code, span, message, label)
+        }
+    }
+
+    pub fn with_help(mut self, help: impl Into<String>) -> Self {
+        self.help = Some(help.into());
+        self
+    }
+
+    fn with_suggestion(self, suggestion: Option<String>) -> Self {
+        match suggestion {
+            Some(s) => self.with_help(format!("did you mean `{s}`?")),
+            None => self,
+        }
+    }
+
+    pub fn is_error(&self) -> bool {
+        self.severity == Severity::Error
+    }
+
+    // ---- E00xx: the file itself ---------------------------------------------------------------
+
+    pub fn yaml_syntax(span: Span, message: String) -> Self {
+        Diagnostic::error(
+            "E0001",
+            span,
+            format!("YAML syntax error: {message}"),
+            "here",
+        )
+    }
+
+    pub fn duplicate_key(span: Span, message: String) -> Self {
+        Diagnostic::error(
+            "E0002",
+            span,
+            format!("duplicate key: {message}"),
+            "duplicate key",
+        )
+        .with_help("a key may appear only once in a mapping")
+    }
+
+    pub fn unreadable_file(path: &str, reason: &str) -> Self {
+        Diagnostic::error(
+            "E0003",
+            Span::default(),
+            format!("cannot read {path}: {reason}"),
+            "",
+        )
+    }
+
+    // ---- E01xx / W01xx: shape of the file ------------------------------------------------------
+
+    pub fn wrong_type(span: Span, what: &str, expected: &str, found: &str) -> Self {
+        Diagnostic::error(
+            "E0101",
+            span,
+            format!("{what} must be {expected}, found {found}"),
+            format!("expected {expected}"),
+        )
+    }
+
+    pub fn missing_key(span: Span, key: &str, owner: &str) -> Self {
+        Diagnostic::error(
+            "E0102",
+            span,
+            format!("missing required key `{key}` in {owner}"),
+            format!("`{key}` is missing here"),
+        )
+    }
+
+    pub fn invalid_value(span: Span, message: impl Into<String>, label: impl Into<String>) -> Self {
+        Diagnostic::error("E0103", span, message, label)
+    }
+
+    pub fn unknown_node_type(span: Span, found: &str, suggestion: Option<String>) -> Self {
+        Diagnostic::error(
+            "E0104",
+            span,
+            format!("unknown node type `{found}`"),
+            "expected one of entry, exit, transform, mcp, switch",
+        )
+        .with_suggestion(suggestion)
+    }
+
+    pub fn unknown_key(span: Span, key: &str, owner: &str, suggestion: Option<String>) -> Self {
+        let d = Diagnostic::warning(
+            "W0101",
+            span,
+            format!("unknown key `{key}` in {owner} is ignored"),
+            "unknown key",
+        );
+        match suggestion {
+            Some(s) => d.with_help(format!("did you mean `{s}`?")),
+            None => d,
+        }
+    }
+
+    pub fn condition_target(span: Span, message: &str) -> Self {
+        Diagnostic::error("E0105", span, message.to_string(), "in this condition")
+    }
+
+    pub fn unsupported_transport(span: Span, kind: &str) -> Self {
+        Diagnostic::error("E0106", span, format!("server type `{kind}` is not supported"), "unsupported transport")
+            .with_help("the MCP SSE transport is deprecated and rmcp has no SSE client; use `type: streamableHttp` with the server's streamable HTTP endpoint")
+    }
+
+    pub fn schema_not_object(span: Span, which: &str) -> Self {
+        Diagnostic::error(
+            "E0107",
+            span,
+            format!("{which} must be an object schema (`type: object`)"),
+            "not an object schema",
+        )
+        .with_help("MCP tool arguments and structured results are JSON objects")
+    }
+
+    pub fn secret_header(span: Span, name: &str) -> Self {
+        Diagnostic::warning(
+            "W0102",
+            span,
+            format!("header `{name}` has a literal value that looks like a secret"),
+            "literal secret",
+        )
+        .with_help(format!(
+            "read it from the environment at run time instead: `{name}: \"${{MY_SECRET}}\"`"
+        ))
+    }
+
+    // ---- E02xx / W02xx: graph structure --------------------------------------------------------
+
+    pub fn duplicate_tool(span: Span, name: &str) -> Self {
+        Diagnostic::error(
+            "E0201",
+            span,
+            format!("tool `{name}` is defined more than once"),
+            "second definition",
+        )
+        .with_help("tool names must be unique in a graph file")
+    }
+
+    pub fn duplicate_node(span: Span, id: &str, tool: &str) -> Self {
+        Diagnostic::error(
+            "E0202",
+            span,
+            format!("node id `{id}` is used more than once in tool `{tool}`"),
+            "duplicate id",
+        )
+        .with_help("node ids must be unique within a tool")
+    }
+
+    pub fn entry_count(span: Span, tool: &str, ids: &[String]) -> Self {
+        if ids.is_empty() {
+            Diagnostic::error(
+                "E0203",
+                span,
+                format!("tool `{tool}` has no entry node"),
+                "this tool",
+            )
+            .with_help("add a node `{ id: entry, type: entry, next: ... }`")
+        } else {
+            Diagnostic::error(
+                "E0203",
+                span,
+                format!("tool `{tool}` has multiple entry nodes: {}", ids.join(", ")),
+                "another entry node",
+            )
+            .with_help("a tool has exactly one entry node")
+        }
+    }
+
+    pub fn exit_count(span: Span, tool: &str, ids: &[String]) -> Self {
+        if ids.is_empty() {
+            Diagnostic::error(
+                "E0204",
+                span,
+                format!("tool `{tool}` has no exit node"),
+                "this tool",
+            )
+            .with_help("add a node `{ id: exit, type: exit }`")
+        } else {
+            Diagnostic::error(
+                "E0204",
+                span,
+                format!("tool `{tool}` has multiple exit nodes: {}", ids.join(", ")),
+                "another exit node",
+            )
+            .with_help("a tool has exactly one exit node")
+        }
+    }
+
+    pub fn unknown_next(
+        span: Span,
+        from: &str,
+        target: &str,
+        tool: &str,
+        suggestion: Option<String>,
+    ) -> Self {
+        Diagnostic::error(
+            "E0205",
+            span,
+            format!("node `{from}` in tool `{tool}` references non-existent next node `{target}`"),
+            format!("no node `{target}` in tool `{tool}`"),
+        )
+        .with_suggestion(suggestion)
+    }
+
+    pub fn exit_unreachable(span: Span, tool: &str, exit: &str, entry: &str) -> Self {
+        Diagnostic::error(
+            "E0206",
+            span,
+            format!("tool `{tool}`: exit node `{exit}` is not reachable from entry node `{entry}`"),
+            "never reached",
+        )
+        .with_help("every path from the entry must be able to end at the exit; check the `next` and switch targets")
+    }
+
+    pub fn unknown_server(
+        span: Span,
+        node: &str,
+        server: &str,
+        suggestion: Option<String>,
+    ) -> Self {
+        Diagnostic::error(
+            "E0207",
+            span,
+            format!("MCP node `{node}` references non-existent server `{server}`"),
+            "not in `mcpServers`",
+        )
+        .with_suggestion(suggestion)
+        .or_help("declare it under `mcpServers`, or pass an MCP JSON file with `-m`")
+    }
+
+    pub fn unreachable_node(span: Span, id: &str, tool: &str) -> Self {
+        Diagnostic::warning(
+            "W0201",
+            span,
+            format!("node `{id}` in tool `{tool}` is never reached from the entry"),
+            "unreachable",
+        )
+    }
+
+    pub fn dead_end(span: Span, id: &str, tool: &str) -> Self {
+        Diagnostic::warning(
+            "W0202",
+            span,
+            format!("the exit of tool `{tool}` can never be reached from node `{id}`"),
+            "every run through here loops until a limit stops it",
+        )
+    }
+
+    pub fn next_on_exit(span: Span, id: &str) -> Self {
+        Diagnostic::warning(
+            "W0203",
+            span,
+            format!("`next` on exit node `{id}` is ignored"),
+            "ignored",
+        )
+    }
+
+    pub fn missing_next(span: Span, id: &str, kind: &str) -> Self {
+        Diagnostic::error(
+            "E0208",
+            span,
+            format!("{kind} node `{id}` has no `next`"),
+            "needs a `next`",
+        )
+    }
+
+    // ---- E03xx / W03xx: expressions ------------------------------------------------------------
+
+    pub fn jsonata_syntax(span: Span, where_: &str, message: &str, inner: Option<String>) -> Self {
+        let d = Diagnostic::error(
+            "E0301",
+            span,
+            format!("invalid JSONata in {where_}: {message}"),
+            "syntax error",
+        );
+        match inner {
+            Some(note) => d.with_help(note),
+            None => d,
+        }
+    }
+
+    pub fn expr_object(span: Span, message: impl Into<String>) -> Self {
+        Diagnostic::error("E0302", span, message, "not an `{expr}` object")
+            .with_help("an argument computed by JSONata is written `{ expr: \"<expression>\" }` with no other key")
+    }
+
+    pub fn var_not_string(span: Span, found: &str) -> Self {
+        Diagnostic::error("E0303", span, format!("a JSON Logic `var` in a switch rule must be a string (a JSONata expression), found {found}"), "not a string")
+            .with_help("defaults are written in JSONata: `{ var: \"$exists(entry.a) ? entry.a : 0\" }`")
+    }
+
+    pub fn unknown_operator(span: Span, op: &str, suggestion: Option<String>) -> Self {
+        Diagnostic::error(
+            "E0304",
+            span,
+            format!("unknown JSON Logic operator `{op}`"),
+            "unknown operator",
+        )
+        .with_suggestion(suggestion)
+    }
+
+    pub fn unknown_history_node(
+        span: Span,
+        function: &str,
+        name: &str,
+        tool: &str,
+        suggestion: Option<String>,
+    ) -> Self {
+        Diagnostic::warning(
+            "W0301",
+            span,
+            format!("`${function}(\"{name}\")`: tool `{tool}` has no node `{name}`"),
+            "always empty",
+        )
+        .with_suggestion(suggestion)
+    }
+
+    pub fn unknown_root(span: Span, name: &str, tool: &str, suggestion: Option<String>) -> Self {
+        Diagnostic::warning(
+            "W0302",
+            span,
+            format!("`{name}` is not a node of tool `{tool}`: this path is always undefined"),
+            "not a node id",
+        )
+        .with_suggestion(suggestion)
+    }
+
+    // ---- E05xx: the MCP JSON file (-m) ---------------------------------------------------------
+
+    pub fn mcp_file(path: &str, message: impl fmt::Display) -> Self {
+        Diagnostic::error(
+            "E0501",
+            Span::default(),
+            format!("MCP file {path}: {message}"),
+            "",
+        )
+    }
+
+    fn or_help(self, help: &str) -> Self {
+        if self.help.is_some() {
+            self
+        } else {
+            self.with_help(help)
+        }
+    }
+}
+
+/// The catalogue: every code, for `docs/diagnostics.md` and the snapshot test that keeps both in step.
+pub const CODES: &[(&str, &str)] = &[
+    ("E0001", "YAML syntax error"),
+    ("E0002", "duplicate key in a mapping"),
+    ("E0003", "the graph file cannot be read"),
+    ("E0101", "a value has the wrong type"),
+    ("E0102", "a required key is missing"),
+    ("E0103", "a value is out of range or not allowed"),
+    ("E0104", "unknown node type"),
+    (
+        "E0105",
+        "a switch condition needs exactly one of `target` and `next`",
+    ),
+    ("E0106", "unsupported server transport"),
+    ("E0107", "a tool schema is not an object schema"),
+    ("W0101", "unknown key (ignored)"),
+    ("W0102", "a header carries a literal secret"),
+    ("E0201", "duplicate tool name"),
+    ("E0202", "duplicate node id"),
+    ("E0203", "a tool has no entry node, or several"),
+    ("E0204", "a tool has no exit node, or several"),
+    (
+        "E0205",
+        "`next` or a switch target names no node of the tool",
+    ),
+    ("E0206", "the exit cannot be reached from the entry"),
+    ("E0207", "an MCP node names an unknown server"),
+    ("E0208", "a node that must have a `next` has none"),
+    ("W0201", "a node is never reached from the entry"),
+    ("W0202", "the exit can never be reached from a node"),
+    ("W0203", "`next` on an exit node is ignored"),
+    ("E0301", "JSONata syntax error"),
+    ("E0302", "malformed `{expr}` argument object"),
+    ("E0303", "a switch `var` is not a string"),
+    ("E0304", "unknown JSON Logic operator"),
+    ("W0301", "a history function names no node of the tool"),
+    ("W0302", "a path root names no node of the tool"),
+    ("E0501", "the MCP JSON file (-m) cannot be used"),
+];
+
+/// The closest candidate to `word`, when one is close enough to be a plausible typo.
+pub fn did_you_mean<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<String> {
+    let mut best: Option<(f64, &str)> = None;
+    for candidate in candidates {
+        if candidate == word {
+            continue;
+        }
+        let score = strsim::jaro_winkler(word, candidate);
+        if score > 0.8 && best.is_none_or(|(s, _)| score > s) {
+            best = Some((score, candidate));
+        }
+    }
+    best.map(|(_, c)| c.to_string())
+}
+
+/// 1-based line and column (in characters) of a byte offset.
+pub fn line_col(source: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(source.len());
+    let before = &source[..floor_char_boundary(source, offset)];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let column = before[line_start..].chars().count() + 1;
+    (line, column)
+}
+
+fn floor_char_boundary(s: &str, mut i: usize) -> usize {
+    while i > 0 && !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}

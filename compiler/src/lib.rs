@@ -1,0 +1,119 @@
+//! The mcpgraph front end: an mcpGraph YAML file → a checked [`ir::Graph`], or diagnostics.
+//!
+//! ```text
+//! YAML text ─ yaml::parse ─▶ spanned tree ─ ast::build ─▶ typed AST ─ check::check ─▶ IR
+//! ```
+//! Every stage pushes diagnostics and carries on, so one run reports every problem in the file.
+//! This crate depends on neither tokio nor rmcp: the `graph!` macro links it.
+
+pub mod ast;
+pub mod check;
+pub mod diagnostics;
+pub mod ir;
+pub mod logic;
+pub mod render;
+pub mod yaml;
+
+pub use diagnostics::{Diagnostic, Severity, Span};
+pub use ir::Graph;
+
+/// A text and the name to show for it in messages.
+#[derive(Debug, Clone)]
+pub struct SourceFile {
+    pub name: String,
+    pub text: String,
+}
+
+impl SourceFile {
+    pub fn new(name: impl Into<String>, text: impl Into<String>) -> Self {
+        SourceFile {
+            name: name.into(),
+            text: text.into(),
+        }
+    }
+
+    /// Reads a file; the error is a diagnostic ready to show.
+    pub fn read(path: &std::path::Path) -> Result<SourceFile, Diagnostic> {
+        let name = path.display().to_string();
+        std::fs::read_to_string(path)
+            .map(|text| SourceFile::new(name.clone(), text))
+            .map_err(|e| Diagnostic::unreadable_file(&name, &e.to_string()))
+    }
+}
+
+/// What checking a graph file produced.
+#[derive(Debug, Clone)]
+pub struct Checked {
+    /// Present when there is no error (warnings allowed).
+    pub graph: Option<Graph>,
+    /// Sorted by position; errors of the MCP file (`-m`) first.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl Checked {
+    pub fn error_count(&self) -> usize {
+        self.diagnostics.iter().filter(|d| d.is_error()).count()
+    }
+    pub fn warning_count(&self) -> usize {
+        self.diagnostics.len() - self.error_count()
+    }
+}
+
+/// Parses and checks a graph file, with the servers of an optional MCP JSON file (`-m`).
+pub fn compile(file: &SourceFile, mcp_file: Option<&SourceFile>) -> Checked {
+    let mut diagnostics = Vec::new();
+    let extra_servers = mcp_file
+        .map(|m| mcp_servers(m, &mut diagnostics))
+        .unwrap_or_default();
+    let mut file_diags = Vec::new();
+    let graph = match yaml::parse(&file.text) {
+        Ok(tree) => {
+            let typed = ast::build(&tree, &mut file_diags);
+            check::check(
+                &typed,
+                &file.text,
+                &file.name,
+                &extra_servers,
+                &mut file_diags,
+            )
+        }
+        Err(d) => {
+            file_diags.push(d);
+            None
+        }
+    };
+    file_diags.sort_by_key(|d| (d.span.start, d.severity, d.code));
+    file_diags.dedup();
+    diagnostics.extend(file_diags);
+    let graph = graph.filter(|_| diagnostics.iter().all(|d| !d.is_error()));
+    Checked { graph, diagnostics }
+}
+
+/// The `mcpServers` of an MCP JSON file (Claude Desktop format). Its problems are reported as
+/// E0501 with their position in that file, since graph diagnostics point into the graph file.
+fn mcp_servers(file: &SourceFile, diagnostics: &mut Vec<Diagnostic>) -> Vec<ast::ServerDecl> {
+    let tree = match yaml::parse(&file.text) {
+        Ok(tree) => tree,
+        Err(d) => {
+            let (line, col) = diagnostics::line_col(&file.text, d.span.start);
+            diagnostics.push(Diagnostic::mcp_file(
+                &file.name,
+                format!("{line}:{col}: {}", d.message),
+            ));
+            return Vec::new();
+        }
+    };
+    let Some(servers) = tree.get("mcpServers") else {
+        return Vec::new();
+    };
+    let mut inner = Vec::new();
+    let decls = ast::servers_map(servers, "mcpServers", &mut inner);
+    for d in inner.into_iter().filter(Diagnostic::is_error) {
+        let (line, col) = diagnostics::line_col(&file.text, d.span.start);
+        diagnostics.push(Diagnostic::mcp_file(
+            &file.name,
+            format!("{line}:{col}: {}", d.message),
+        ));
+    }
+    decls
+}

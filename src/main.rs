@@ -1,0 +1,7 @@
+//! The `mcpgraph` command line: a thin shell over the compiler and the runtime.
+
+mod cli;
+
+fn main() -> std::process::ExitCode {
+    cli::main()
+}
