@@ -1,0 +1,193 @@
+//! The execution history of one run and the expression context derived from it.
+//!
+//! Both are maintained incrementally: appending a record updates the context (a flat object of
+//! the latest output per node, newest first) in O(nodes of the tool), and each history function
+//! answers in O(1) or O(executions of the node it names), never by scanning the whole history.
+
+use jsonata_core::evaluator::EvaluatorError;
+use jsonata_core::value::JValue;
+use mcpgraph_compiler::ir::NodeId;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Debug, Clone)]
+pub struct Record {
+    pub node: NodeId,
+    pub output: JValue,
+    /// Since the start of the run.
+    pub start: Duration,
+    pub duration: Duration,
+}
+
+#[derive(Debug)]
+pub struct History {
+    records: Vec<Record>,
+    /// Indices into `records`, per node.
+    per_node: Vec<Vec<u32>>,
+    context: JValue,
+    names: Arc<HashMap<String, NodeId>>,
+}
+
+/// The history shared by a run's executor and the history functions it registers.
+pub type SharedHistory = Rc<RefCell<History>>;
+
+impl History {
+    pub fn new(names: Arc<HashMap<String, NodeId>>, node_count: usize) -> Self {
+        History {
+            records: Vec::new(),
+            per_node: vec![Vec::new(); node_count],
+            context: JValue::object(Default::default()),
+            names,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    pub fn records(&self) -> &[Record] {
+        &self.records
+    }
+
+    pub fn last(&self) -> Option<&Record> {
+        self.records.last()
+    }
+
+    /// The expression context: `{nodeId: latest output}`, newest first.
+    pub fn context(&self) -> &JValue {
+        &self.context
+    }
+
+    /// Appends a record and moves its node to the front of the context.
+    pub fn push(&mut self, id: &str, record: Record) {
+        let index = self.records.len() as u32;
+        if let Some(list) = self.per_node.get_mut(record.node.index()) {
+            list.push(index);
+        }
+        if let Some(map) = self.context.as_object_mut() {
+            map.shift_remove(id);
+            // An undefined output leaves the node absent from the context, as in the original
+            // (JavaScript drops undefined members when the context object is read).
+            if !record.output.is_undefined() {
+                map.shift_insert(0, id.to_string(), record.output.clone());
+            }
+        }
+        self.records.push(record);
+    }
+
+    fn node(&self, name: &str) -> Option<NodeId> {
+        self.names.get(name).copied()
+    }
+
+    /// `$previousNode(k)`: the output `k` records back (1 = the previous one); null out of range.
+    pub fn previous_node(&self, k: f64) -> JValue {
+        let len = self.records.len() as f64;
+        if k.fract() != 0.0 || k < 1.0 || k > len {
+            return JValue::Null;
+        }
+        self.records[(len - k) as usize].output.clone()
+    }
+
+    pub fn execution_count(&self, name: &str) -> usize {
+        self.node(name)
+            .map_or(0, |n| self.per_node[n.index()].len())
+    }
+
+    /// `$nodeExecution(name, k)`: 0-based, negative counts from the end; null out of range.
+    pub fn node_execution(&self, name: &str, k: f64) -> JValue {
+        let Some(node) = self.node(name) else {
+            return JValue::Null;
+        };
+        let list = &self.per_node[node.index()];
+        let len = list.len() as f64;
+        let index = if k < 0.0 { len + k } else { k };
+        if index.fract() != 0.0 || index < 0.0 || index >= len {
+            return JValue::Null;
+        }
+        self.records[list[index as usize] as usize].output.clone()
+    }
+
+    pub fn node_executions(&self, name: &str) -> JValue {
+        let outputs = self.node(name).map_or_else(Vec::new, |node| {
+            self.per_node[node.index()]
+                .iter()
+                .map(|&i| self.records[i as usize].output.clone())
+                .collect()
+        });
+        JValue::array(outputs)
+    }
+}
+
+/// A history function, as registered with an evaluator.
+pub type HostFunction = Box<dyn Fn(&[JValue]) -> Result<JValue, EvaluatorError>>;
+
+/// The names and implementations of the history functions, for registration with an evaluator.
+pub fn functions(history: &SharedHistory) -> Vec<(&'static str, HostFunction)> {
+    let h1 = history.clone();
+    let h2 = history.clone();
+    let h3 = history.clone();
+    let h4 = history.clone();
+    vec![
+        (
+            "previousNode",
+            Box::new(move |args: &[JValue]| {
+                let k = match args.first() {
+                    None | Some(JValue::Undefined) => 1.0,
+                    Some(JValue::Number(k)) => *k,
+                    Some(_) => return Err(signature_error(1, "previousNode")),
+                };
+                Ok(h1.borrow().previous_node(k))
+            }),
+        ),
+        (
+            "executionCount",
+            Box::new(move |args: &[JValue]| {
+                let name = string_arg(args, 0, "executionCount")?;
+                Ok(JValue::Number(h2.borrow().execution_count(name) as f64))
+            }),
+        ),
+        (
+            "nodeExecution",
+            Box::new(move |args: &[JValue]| {
+                let name = string_arg(args, 0, "nodeExecution")?;
+                let k = match args.get(1) {
+                    Some(JValue::Number(k)) => *k,
+                    _ => return Err(signature_error(2, "nodeExecution")),
+                };
+                Ok(h3.borrow().node_execution(name, k))
+            }),
+        ),
+        (
+            "nodeExecutions",
+            Box::new(move |args: &[JValue]| {
+                let name = string_arg(args, 0, "nodeExecutions")?;
+                Ok(h4.borrow().node_executions(name))
+            }),
+        ),
+    ]
+}
+
+fn string_arg<'a>(
+    args: &'a [JValue],
+    index: usize,
+    function: &str,
+) -> Result<&'a str, EvaluatorError> {
+    match args.get(index) {
+        Some(JValue::String(s)) => Ok(s),
+        _ => Err(signature_error(index + 1, function)),
+    }
+}
+
+/// jsonata-js's T0410 text, which the original's users see.
+fn signature_error(argument: usize, function: &str) -> EvaluatorError {
+    EvaluatorError::TypeError(format!(
+        "T0410: Argument {argument} of function \"{function}\" does not match function signature"
+    ))
+}
