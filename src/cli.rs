@@ -29,6 +29,23 @@ enum Command {
     Check(CheckArgs),
     /// Draw the tools of a graph file as Mermaid or Graphviz diagrams.
     Graph(GraphArgs),
+    /// Serve a graph as an MCP server over stdio.
+    Serve(Common),
+    /// Run one tool once, without an MCP client: the result JSON on stdout.
+    Call(CallArgs),
+}
+
+#[derive(Args, Debug)]
+struct CallArgs {
+    #[command(flatten)]
+    common: Common,
+    /// The tool to run.
+    tool: String,
+    /// The arguments, as a JSON object (default `{}`).
+    args: Option<String>,
+    /// Write each node execution (index, node, type, duration, output) as a JSON line to stderr.
+    #[arg(long)]
+    trace: bool,
 }
 
 #[derive(Args, Debug)]
@@ -81,10 +98,12 @@ pub fn main() -> ExitCode {
     match (cli.command, cli.graph) {
         (Some(Command::Check(args)), _) => check(args),
         (Some(Command::Graph(args)), _) => graph(args),
-        (None, Some(_graph)) => {
-            eprintln!("mcpgraph: serving is not available in this build yet");
-            ExitCode::from(2)
-        }
+        (Some(Command::Serve(common)), _) => serve(&common),
+        (Some(Command::Call(args)), _) => call(args),
+        (None, Some(graph)) => serve(&Common {
+            file: graph,
+            mcp: cli.mcp,
+        }),
         (None, None) => {
             let _ = <Cli as clap::CommandFactory>::command().print_help();
             ExitCode::from(2)
@@ -157,6 +176,120 @@ fn graph(args: GraphArgs) -> ExitCode {
     match picture::draw(graph, args.tool.as_deref(), args.format) {
         Ok(text) => {
             print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
+/// `serve FILE` and `-g FILE`: a graph that does not check still answers the handshake, with its
+/// diagnostics in `instructions` and in every call's result (and on stderr).
+fn serve(common: &Common) -> ExitCode {
+    mcpgraph_runtime::serve::init_logging();
+    let (file, checked) = match load(common) {
+        Ok(x) => x,
+        Err(code) => return code,
+    };
+    if !checked.diagnostics.is_empty() {
+        let text = render::human_all(&checked, &file, style());
+        let _ = std::io::stderr().write_all(text.as_bytes());
+    }
+    let rt = runtime();
+    let outcome = rt.block_on(async move {
+        let server = mcpgraph_runtime::serve::server_for(checked, &file);
+        mcpgraph_runtime::serve::serve_stdio(server).await
+    });
+    // Runs still pending on worker threads must not keep the process alive.
+    rt.shutdown_timeout(std::time::Duration::from_millis(100));
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// `call FILE TOOL [JSON]`: the result on stdout and exit 0, or the error on stderr and exit 1.
+fn call(args: CallArgs) -> ExitCode {
+    mcpgraph_runtime::serve::init_logging();
+    let (file, checked) = match load(&args.common) {
+        Ok(x) => x,
+        Err(code) => return code,
+    };
+    if checked.graph.is_none() {
+        let text = render::human_all(&checked, &file, style());
+        let _ = std::io::stderr().write_all(text.as_bytes());
+        return ExitCode::from(1);
+    }
+    let arguments = match args
+        .args
+        .as_deref()
+        .map(serde_json::from_str::<serde_json::Value>)
+    {
+        None => serde_json::Map::new(),
+        Some(Ok(serde_json::Value::Object(map))) => map,
+        Some(Ok(other)) => {
+            eprintln!("error: the arguments must be a JSON object, not {other}");
+            return ExitCode::from(2);
+        }
+        Some(Err(e)) => {
+            eprintln!("error: the arguments are not valid JSON: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let Some(graph) = checked.graph else {
+        return ExitCode::from(1);
+    };
+    let rt = runtime();
+    let trace = args.trace;
+    let tool = args.tool;
+    let outcome = rt.block_on(async move {
+        let program = mcpgraph_runtime::program::Program::new(graph)?;
+        let engine = mcpgraph_runtime::engine::Engine::new(program).map_err(|e| e.to_string())?;
+        let observer: Option<mcpgraph_runtime::engine::NodeObserver> = trace.then(|| {
+            std::sync::Arc::new(|r: &mcpgraph_runtime::executor::NodeReport<'_>| {
+                let line = serde_json::json!({
+                    "index": r.index - 1,
+                    "node": r.node,
+                    "type": r.node_type,
+                    "durationMs": r.duration.as_secs_f64() * 1000.0,
+                    "output": mcpgraph_runtime::value::to_json(r.output),
+                });
+                eprintln!("{line}");
+            }) as mcpgraph_runtime::engine::NodeObserver
+        });
+        let result = engine
+            .call(
+                &tool,
+                arguments,
+                tokio_util::sync::CancellationToken::new(),
+                observer,
+            )
+            .await;
+        engine.shutdown().await;
+        result.map_err(|e| e.to_string())
+    });
+    rt.shutdown_timeout(std::time::Duration::from_millis(100));
+    match outcome {
+        Ok(value) => {
+            println!("{}", mcpgraph_runtime::value::to_js_json(&value));
             ExitCode::SUCCESS
         }
         Err(message) => {

@@ -270,6 +270,32 @@ fn jsonata_var(
 }
 
 impl Rule {
+    /// The rule as JSON Logic again (for messages and pictures).
+    pub fn to_json(&self) -> Value {
+        match self {
+            Rule::Literal(v) => v.clone(),
+            Rule::Array(items) => Value::Array(items.iter().map(Rule::to_json).collect()),
+            Rule::Op { op, args } => {
+                let mut map = serde_json::Map::new();
+                map.insert(
+                    op.name().to_string(),
+                    Value::Array(args.iter().map(Rule::to_json).collect()),
+                );
+                Value::Object(map)
+            }
+            Rule::Jsonata(e) => {
+                let mut map = serde_json::Map::new();
+                map.insert("var".to_string(), Value::String(e.source.clone()));
+                Value::Object(map)
+            }
+            Rule::Unknown(op) => {
+                let mut map = serde_json::Map::new();
+                map.insert(op.clone(), Value::Null);
+                Value::Object(map)
+            }
+        }
+    }
+
     /// Every graph-level JSONata var in the rule.
     pub fn jsonata_vars(&self, out: &mut Vec<Expr>) {
         match self {

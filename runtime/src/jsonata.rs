@@ -79,11 +79,26 @@ impl Jsonata {
             let text = e.message();
             EvalError {
                 code: error_code(text).map(str::to_string),
-                message: message(text).to_string(),
+                message: js_message(message(text)),
                 expression: expr.source.clone(),
             }
         })
     }
+}
+
+/// jsonata-js writes the operator of T2001/T2002 quoted (`the "+" operator`); jsonata-core
+/// does not. Users of the original match on these texts.
+fn js_message(text: &str) -> String {
+    for side in ["left", "right"] {
+        let head = format!("The {side} side of the ");
+        if let Some(rest) = text.strip_prefix(&head)
+            && let Some(op) = rest.strip_suffix(" operator must evaluate to a number")
+            && !op.starts_with('"')
+        {
+            return format!("{head}\"{op}\" operator must evaluate to a number");
+        }
+    }
+    text.to_string()
 }
 
 /// The first JSONata error code (`T0410`) in a message, wherever the engine put it.
@@ -104,5 +119,21 @@ pub fn message(text: &str) -> &str {
     match error_code_prefix(text) {
         Some(code) => text[code.len()..].trim_start_matches(':').trim_start(),
         None => text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn operator_errors_read_as_jsonata_js_writes_them() {
+        assert_eq!(
+            js_message("The left side of the + operator must evaluate to a number"),
+            "The left side of the \"+\" operator must evaluate to a number"
+        );
+        assert_eq!(js_message("custom failure"), "custom failure");
+        assert_eq!(message("T2001: boom"), "boom");
+        assert_eq!(error_code("Invalid syntax: T1006: x"), Some("T1006"));
     }
 }

@@ -62,25 +62,11 @@ fn rule_text(tool: &Tool, from: usize, to: usize) -> String {
     else {
         return "default".into();
     };
-    let text = crate::cli::picture::rule_json(rule).to_string();
+    let text = rule.to_json().to_string();
     if text.chars().count() > 60 {
         format!("{}…", text.chars().take(59).collect::<String>())
     } else {
         text
-    }
-}
-
-pub fn rule_json(rule: &mcpgraph_compiler::logic::Rule) -> serde_json::Value {
-    use mcpgraph_compiler::logic::Rule;
-    use serde_json::{Value, json};
-    match rule {
-        Rule::Literal(v) => v.clone(),
-        Rule::Array(items) => Value::Array(items.iter().map(rule_json).collect()),
-        Rule::Op { op, args } => {
-            json!({ op.name(): args.iter().map(rule_json).collect::<Vec<_>>() })
-        }
-        Rule::Jsonata(e) => json!({ "var": e.source }),
-        Rule::Unknown(op) => json!({ op: null }),
     }
 }
 

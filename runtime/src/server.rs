@@ -1,0 +1,189 @@
+//! The MCP server: a hand-written rmcp `ServerHandler` over the engine (contract §4).
+
+use crate::engine::{CallError, Engine, NodeObserver};
+use crate::executor::NodeReport;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    InitializeResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    ServerCapabilities,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::{ErrorData, ServerHandler};
+use serde_json::Value;
+use std::sync::Arc;
+
+/// What the server says about itself in `initialize`.
+#[derive(Clone, Debug)]
+pub struct Identity {
+    pub name: String,
+    pub version: String,
+    pub title: String,
+    pub instructions: Option<String>,
+}
+
+#[derive(Clone)]
+pub struct GraphServer {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    identity: Identity,
+    state: State,
+}
+
+enum State {
+    Ready {
+        engine: Arc<Engine>,
+        tools: Vec<rmcp::model::Tool>,
+    },
+    /// The graph did not check: no tools, and every call answers with the diagnostics.
+    Broken { diagnostics: String },
+}
+
+impl GraphServer {
+    pub fn new(engine: Arc<Engine>) -> Self {
+        let graph = &engine.program().graph;
+        let identity = Identity {
+            name: graph.server.name.clone(),
+            version: graph.server.version.clone(),
+            title: graph.server.title.clone(),
+            instructions: graph.server.instructions.clone(),
+        };
+        let tools = engine
+            .program()
+            .tools
+            .iter()
+            .map(|t| t.advertised.clone())
+            .collect();
+        GraphServer {
+            inner: Arc::new(Inner {
+                identity,
+                state: State::Ready { engine, tools },
+            }),
+        }
+    }
+
+    /// A server for a graph that does not check: it completes the handshake, puts the
+    /// diagnostics in `instructions`, lists no tools and answers every call with them.
+    pub fn broken(identity: Identity, diagnostics: String) -> Self {
+        let identity = Identity {
+            instructions: Some(format!(
+                "This graph does not check; no tool can run until it is fixed.\n{diagnostics}"
+            )),
+            ..identity
+        };
+        GraphServer {
+            inner: Arc::new(Inner {
+                identity,
+                state: State::Broken { diagnostics },
+            }),
+        }
+    }
+
+    pub fn engine(&self) -> Option<&Arc<Engine>> {
+        match &self.inner.state {
+            State::Ready { engine, .. } => Some(engine),
+            State::Broken { .. } => None,
+        }
+    }
+}
+
+/// A successful result: the compact JSON text, plus `structuredContent` for an object.
+pub fn success(value: Value) -> CallToolResult {
+    let text = crate::value::to_js_json(&value);
+    let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+    if value.is_object() {
+        result.structured_content = Some(value);
+    }
+    result
+}
+
+pub fn failure(message: String) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(message)])
+}
+
+impl ServerHandler for GraphServer {
+    fn get_info(&self) -> InitializeResult {
+        let id = &self.inner.identity;
+        let info = InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(
+                Implementation::new(id.name.clone(), id.version.clone())
+                    .with_title(id.title.clone()),
+            );
+        match &id.instructions {
+            Some(text) => info.with_instructions(text.clone()),
+            None => info,
+        }
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let tools = match &self.inner.state {
+            State::Ready { tools, .. } => tools.clone(),
+            State::Broken { .. } => Vec::new(),
+        };
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
+        match &self.inner.state {
+            State::Ready { tools, .. } => tools.iter().find(|t| t.name == name).cloned(),
+            State::Broken { .. } => None,
+        }
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let engine = match &self.inner.state {
+            State::Ready { engine, .. } => engine.clone(),
+            State::Broken { diagnostics } => {
+                return Ok(failure(format!(
+                    "The graph does not check; no tool can run until it is fixed:\n{diagnostics}"
+                ))
+                .into());
+            }
+        };
+        let args = request.arguments.unwrap_or_default();
+        let observer = progress_observer(&context);
+        match engine
+            .call(&request.name, args, context.ct.clone(), observer)
+            .await
+        {
+            Ok(value) => Ok(success(value).into()),
+            Err(CallError::UnknownTool(name)) => Err(ErrorData::invalid_params(
+                format!("Unknown tool: {name}"),
+                None,
+            )),
+            Err(CallError::Cancelled) => {
+                Err(ErrorData::internal_error("Execution was cancelled", None))
+            }
+            Err(other) => Ok(failure(other.to_string()).into()),
+        }
+    }
+}
+
+/// One `notifications/progress` per executed node when the call carries a progress token, sent
+/// in order by one task.
+fn progress_observer(context: &RequestContext<RoleServer>) -> Option<NodeObserver> {
+    let token = context.meta.get_progress_token()?;
+    let peer = context.peer.clone();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<ProgressNotificationParam>();
+    tokio::spawn(async move {
+        while let Some(param) = rx.recv().await {
+            if peer.notify_progress(param).await.is_err() {
+                break;
+            }
+        }
+    });
+    Some(Arc::new(move |report: &NodeReport<'_>| {
+        let param = ProgressNotificationParam::new(token.clone(), report.index as f64)
+            .with_message(format!("{} ({})", report.node, report.node_type));
+        let _ = tx.send(param);
+    }))
+}
