@@ -3,9 +3,9 @@
 use crate::engine::{CallError, Engine, NodeObserver};
 use crate::executor::NodeReport;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    InitializeResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ServerCapabilities,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
+    CustomResult, Implementation, InitializeResult, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ServerCapabilities,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler};
@@ -133,6 +133,31 @@ impl ServerHandler for GraphServer {
             State::Ready { tools, .. } => tools.iter().find(|t| t.name == name).cloned(),
             State::Broken { .. } => None,
         }
+    }
+
+    /// rmcp hands over requests whose params it could not decode as custom requests; a standard
+    /// method with malformed params is `-32602 Invalid params`, not "method not found".
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        const STANDARD: &[&str] = &["initialize", "ping", "tools/list", "tools/call"];
+        if STANDARD.contains(&request.method.as_str()) {
+            let params = request
+                .params
+                .map(|p| p.to_string())
+                .unwrap_or_else(|| "none".into());
+            return Err(ErrorData::invalid_params(
+                format!("Invalid params for {}: {params}", request.method),
+                None,
+            ));
+        }
+        Err(ErrorData::new(
+            rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+            "Method not found",
+            None,
+        ))
     }
 
     async fn call_tool(

@@ -1,7 +1,12 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
-use std::path::PathBuf;
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::time::{Duration, Instant};
 
 /// The project root.
 pub fn root() -> PathBuf {
@@ -14,4 +19,198 @@ pub fn shared_dir() -> PathBuf {
         Some(dir) => PathBuf::from(dir),
         None => root().join("../shared"),
     }
+}
+
+pub fn mcpgraph() -> &'static str {
+    env!("CARGO_BIN_EXE_mcpgraph")
+}
+
+/// PATH with the npm test servers' binaries first (installed by scripts/test-setup).
+pub fn path_with_test_servers() -> String {
+    let bin = root().join("tests/support/node_modules/.bin");
+    assert!(
+        bin.join("mcp-server-everything").exists(),
+        "run scripts/test-setup first: {} is missing",
+        bin.display()
+    );
+    format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+/// An MCP server process driven over stdio with newline-delimited JSON-RPC.
+pub struct Mcp {
+    pub child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<Value>,
+    /// Messages read but not yet asked for (notifications, other responses).
+    pub pending: Vec<Value>,
+    next_id: u64,
+}
+
+impl Mcp {
+    /// Starts `mcpgraph ARGS` in `cwd` with extra environment, and completes the handshake.
+    pub fn start(args: &[&str], cwd: &Path, env: &[(&str, &str)]) -> Mcp {
+        let mut mcp = Mcp::spawn(args, cwd, env);
+        let init = mcp.request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "mcpgraph-tests", "version": "1"}}),
+        );
+        assert!(init.get("result").is_some(), "initialize failed: {init}");
+        mcp.notify("notifications/initialized", json!({}));
+        mcp
+    }
+
+    pub fn spawn(args: &[&str], cwd: &Path, env: &[(&str, &str)]) -> Mcp {
+        let mut cmd = Command::new(mcpgraph());
+        cmd.args(args)
+            .current_dir(cwd)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("mcpgraph starts");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, rx) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if let Ok(v) = serde_json::from_str::<Value>(&line)
+                    && tx.send(v).is_err()
+                {
+                    break;
+                }
+            }
+        });
+        Mcp {
+            stdin: child.stdin.take(),
+            child,
+            lines: rx,
+            pending: Vec::new(),
+            next_id: 1,
+        }
+    }
+
+    pub fn send(&mut self, message: &Value) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        writeln!(stdin, "{message}").expect("write to server");
+        stdin.flush().expect("flush");
+    }
+
+    pub fn notify(&mut self, method: &str, params: Value) {
+        self.send(&json!({"jsonrpc": "2.0", "method": method, "params": params}));
+    }
+
+    /// Sends a request without waiting; returns its id.
+    pub fn send_request(&mut self, method: &str, params: Value) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        id
+    }
+
+    /// The response to request `id` (notifications and other responses are kept in `pending`).
+    pub fn response(&mut self, id: u64, timeout: Duration) -> Value {
+        if let Some(i) = self
+            .pending
+            .iter()
+            .position(|m| m.get("id") == Some(&json!(id)) && m.get("method").is_none())
+        {
+            return self.pending.remove(i);
+        }
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(m) if m.get("id") == Some(&json!(id)) && m.get("method").is_none() => return m,
+                Ok(m) => self.pending.push(m),
+                Err(RecvTimeoutError::Timeout) => {
+                    panic!("no response to request {id} within {timeout:?}")
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    panic!("the server closed stdout before answering request {id}")
+                }
+            }
+        }
+    }
+
+    pub fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.send_request(method, params);
+        self.response(id, Duration::from_secs(60))
+    }
+
+    pub fn call(&mut self, tool: &str, args: Value) -> Value {
+        self.request("tools/call", json!({"name": tool, "arguments": args}))
+    }
+
+    /// Closes stdin, as an MCP client does to stop a stdio server.
+    pub fn close_stdin(&mut self) {
+        self.stdin.take();
+    }
+
+    /// Waits for the process to exit; `None` when it is still running after `limit`.
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Mcp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The structured result of a successful tools/call response.
+pub fn structured(response: &Value) -> &Value {
+    let result = &response["result"];
+    assert_ne!(
+        result["isError"],
+        json!(true),
+        "the call failed: {response}"
+    );
+    &result["structuredContent"]
+}
+
+/// The text of a tools/call result.
+pub fn text(response: &Value) -> String {
+    response["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Process ids of the children of `pid` (Linux).
+pub fn children_of(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return out;
+    };
+    for task in tasks.flatten() {
+        if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
+            out.extend(
+                text.split_whitespace()
+                    .filter_map(|p| p.parse::<u32>().ok()),
+            );
+        }
+    }
+    out
+}
+
+pub fn process_alive(pid: u32) -> bool {
+    // A zombie has exited; only its entry is left for the parent to reap.
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "))
 }

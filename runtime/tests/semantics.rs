@@ -1,0 +1,209 @@
+//! Expression semantics through the engine: history-function edge cases, and JSON Logic `var`
+//! being lazy, item-relative inside iterators, and data (never re-read as a rule).
+
+use mcpgraph_compiler::{SourceFile, compile};
+use mcpgraph_runtime::engine::{CallError, Engine};
+use mcpgraph_runtime::program::Program;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+/// Runs `tool` of a graph whose tools are given as YAML, with `args`.
+fn run(tools_yaml: &str, tool: &str, args: Value) -> Result<Value, CallError> {
+    let text =
+        format!("version: \"1.0\"\nserver: {{ name: t, version: \"1\" }}\ntools:\n{tools_yaml}");
+    let checked = compile(&SourceFile::new("t.yaml", text), None);
+    let graph = checked
+        .graph
+        .unwrap_or_else(|| panic!("graph does not check: {:?}", checked.diagnostics));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let engine = Engine::new(Program::new(graph).unwrap()).unwrap();
+        let Value::Object(args) = args else {
+            panic!("args must be an object")
+        };
+        engine
+            .call(tool, args, CancellationToken::new(), None)
+            .await
+    })
+}
+
+/// A tool: entry → `inc` three times (looping through switch `chk`) → `probe` (the expression
+/// under test) → exit. History before `probe`: entry, inc, chk, inc, chk, inc, chk.
+fn probe(expr: &str) -> Value {
+    let tools = format!(
+        r#"  - name: p
+    description: d
+    inputSchema: {{ type: object }}
+    nodes:
+      - {{ id: entry, type: entry, next: inc }}
+      - {{ id: inc, type: transform, transform: {{ expr: '{{"i": $executionCount("inc") + 1}}' }}, next: chk }}
+      - id: chk
+        type: switch
+        conditions:
+          - {{ rule: {{ "<": [{{ var: "inc.i" }}, 3] }}, target: inc }}
+          - target: probe
+      - {{ id: probe, type: transform, transform: {{ expr: '{{"v": {expr}}}' }}, next: exit }}
+      - {{ id: exit, type: exit }}
+"#
+    );
+    let out = run(&tools, "p", json!({"arg": 1})).unwrap_or_else(|e| panic!("{expr}: {e}"));
+    out.get("v")
+        .cloned()
+        .unwrap_or(Value::String("<undefined>".into()))
+}
+
+#[test]
+fn previous_node() {
+    // The switch's output is the id it routed to.
+    assert_eq!(probe("$previousNode()"), json!("probe"));
+    assert_eq!(probe("$previousNode(1)"), json!("probe"));
+    assert_eq!(probe("$previousNode(2)"), json!({"i": 3}));
+    assert_eq!(probe("$previousNode(7)"), json!({"arg": 1}));
+    assert_eq!(probe("$previousNode(0)"), Value::Null);
+    assert_eq!(probe("$previousNode(-1)"), Value::Null);
+    assert_eq!(probe("$previousNode(8)"), Value::Null);
+    assert_eq!(probe("$previousNode(100)"), Value::Null);
+}
+
+#[test]
+fn execution_counts_and_executions() {
+    assert_eq!(probe(r#"$executionCount("inc")"#), json!(3));
+    assert_eq!(probe(r#"$executionCount("probe")"#), json!(0));
+    assert_eq!(probe(r#"$executionCount("nope")"#), json!(0));
+    assert_eq!(probe(r#"$nodeExecution("inc", 0)"#), json!({"i": 1}));
+    assert_eq!(probe(r#"$nodeExecution("inc", -1)"#), json!({"i": 3}));
+    assert_eq!(probe(r#"$nodeExecution("inc", -2)"#), json!({"i": 2}));
+    assert_eq!(probe(r#"$nodeExecution("inc", 3)"#), Value::Null);
+    assert_eq!(probe(r#"$nodeExecution("inc", -4)"#), Value::Null);
+    assert_eq!(probe(r#"$nodeExecution("nope", 0)"#), Value::Null);
+    assert_eq!(
+        probe(r#"$nodeExecutions("inc")"#),
+        json!([{"i": 1}, {"i": 2}, {"i": 3}])
+    );
+    assert_eq!(probe(r#"$nodeExecutions("entry")"#), json!([{"arg": 1}]));
+    assert_eq!(probe(r#"$nodeExecutions("nope")"#), json!([]));
+    assert_eq!(probe(r#"$nodeExecutions("inc").i"#), json!([1, 2, 3]));
+}
+
+#[test]
+fn history_functions_are_values() {
+    assert_eq!(
+        probe("$map([1, 2], $previousNode)"),
+        json!(["probe", {"i": 3}])
+    );
+    assert_eq!(probe("($f := $previousNode; $f(2).i)"), json!(3));
+    assert_eq!(
+        probe(r#"$map(["inc", "chk"], $executionCount)"#),
+        json!([3, 3])
+    );
+}
+
+#[test]
+fn the_context_is_newest_first() {
+    assert_eq!(probe("$keys($)"), json!(["chk", "inc", "entry"]));
+    assert_eq!(probe("$.entry.arg + entry.arg"), json!(2));
+}
+
+#[test]
+fn a_non_string_node_name_is_an_error_naming_the_function() {
+    let tools = r#"  - name: p
+    description: d
+    inputSchema: { type: object }
+    nodes:
+      - { id: entry, type: entry, next: t }
+      - { id: t, type: transform, transform: { expr: '$executionCount(1)' }, next: exit }
+      - { id: exit, type: exit }
+"#;
+    let error = run(tools, "p", json!({})).unwrap_err().to_string();
+    assert!(
+        error.contains(
+            "Argument 1 of function \"executionCount\" does not match function signature"
+        ),
+        "{error}"
+    );
+    assert!(error.contains("node \"t\" (transform)"), "{error}");
+}
+
+/// A switch with one rule; the tool answers which way it went.
+fn route(rule: &str, args: Value) -> Result<String, CallError> {
+    let tools = format!(
+        r#"  - name: r
+    description: d
+    inputSchema: {{ type: object }}
+    nodes:
+      - {{ id: entry, type: entry, next: sw }}
+      - id: sw
+        type: switch
+        conditions:
+          - {{ rule: {rule}, next: yes }}
+        next: no
+      - {{ id: yes, type: transform, transform: {{ expr: '{{"r": "yes"}}' }}, next: exit }}
+      - {{ id: no, type: transform, transform: {{ expr: '{{"r": "no"}}' }}, next: exit }}
+      - {{ id: exit, type: exit }}
+"#
+    );
+    run(&tools, "r", args).map(|v| v["r"].as_str().unwrap_or_default().to_string())
+}
+
+#[test]
+fn vars_are_lazy() {
+    let rule = r#"{ or: [true, { var: "$error('never evaluated')" }] }"#;
+    assert_eq!(route(rule, json!({})).unwrap(), "yes");
+    let rule = r#"{ and: [false, { var: "$error('never evaluated')" }] }"#;
+    assert_eq!(route(rule, json!({})).unwrap(), "no");
+    let rule = r#"{ if: [true, 1, { var: "$error('never evaluated')" }] }"#;
+    assert_eq!(route(rule, json!({})).unwrap(), "yes");
+    // ... and evaluated when reached.
+    let rule = r#"{ or: [false, { var: "$error('evaluated')" }] }"#;
+    let error = route(rule, json!({})).unwrap_err().to_string();
+    assert!(
+        error.contains("JSON Logic evaluation failed") && error.contains("evaluated"),
+        "{error}"
+    );
+}
+
+#[test]
+fn vars_are_item_relative_inside_iterators() {
+    let rule = r#"{ some: [{ var: "entry.items" }, { ">": [{ var: "" }, 10] }] }"#;
+    assert_eq!(route(rule, json!({"items": [1, 20]})).unwrap(), "yes");
+    assert_eq!(route(rule, json!({"items": [1, 2]})).unwrap(), "no");
+    let rule = r#"{ all: [{ var: "entry.people" }, { ">=": [{ var: "age" }, 18] }] }"#;
+    assert_eq!(
+        route(rule, json!({"people": [{"age": 20}, {"age": 30}]})).unwrap(),
+        "yes"
+    );
+    assert_eq!(
+        route(rule, json!({"people": [{"age": 20}, {"age": 3}]})).unwrap(),
+        "no"
+    );
+    let rule = r#"{ "==": [{ reduce: [{ var: "entry.xs" }, { "+": [{ var: "current" }, { var: "accumulator" }] }, 0] }, 6] }"#;
+    assert_eq!(route(rule, json!({"xs": [1, 2, 3]})).unwrap(), "yes");
+}
+
+#[test]
+fn var_values_are_data() {
+    // The original would run {"a": 1} as an operator "a" and fail.
+    let rule = r#"{ "!!": { var: "$.entry.obj" } }"#;
+    assert_eq!(route(rule, json!({"obj": {"a": 1}})).unwrap(), "yes");
+    let rule = r#"{ "==": [{ var: "$count(entry.list)" }, 2] }"#;
+    assert_eq!(
+        route(rule, json!({"list": [{"if": [true, 1, 2]}, {"var": "x"}]})).unwrap(),
+        "yes"
+    );
+    // JavaScript Boolean() of the final value: {} and [] are true, 0 and "" are false.
+    assert_eq!(
+        route(
+            r#"{ var: "entry.empty_object" }"#,
+            json!({"empty_object": {}})
+        )
+        .unwrap(),
+        "yes"
+    );
+    assert_eq!(
+        route(r#"{ var: "entry.zero" }"#, json!({"zero": 0})).unwrap(),
+        "no"
+    );
+}

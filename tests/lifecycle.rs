@@ -1,0 +1,287 @@
+//! Concurrency, shutdown, cancellation, progress and crash recovery of `mcpgraph serve`, over the
+//! shared mock downstream server.
+
+mod common;
+
+use common::{Mcp, structured, text};
+use serde_json::json;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+fn graph() -> String {
+    common::root()
+        .join("tests/graphs/lifecycle.yaml")
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn mock() -> String {
+    common::shared_dir()
+        .join("tools/mock-mcp-server.py")
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn log_file(name: &str) -> PathBuf {
+    let path = std::env::temp_dir().join(format!("mcpgraph-{name}-{}.log", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    path
+}
+
+fn start(log: Option<&PathBuf>) -> Mcp {
+    let mock = mock();
+    let log = log
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "/dev/null".into());
+    Mcp::start(
+        &["serve", &graph()],
+        &common::root(),
+        &[("MCPGRAPH_MOCK", &mock), ("MCPGRAPH_MOCK_LOG", &log)],
+    )
+}
+
+#[test]
+fn fifty_overlapping_calls_each_get_their_own_answer() {
+    let mut server = start(None);
+    let ids: Vec<(u64, String)> = (0..60)
+        .map(|i| {
+            let tag = format!("call-{i}");
+            (
+                server.send_request(
+                    "tools/call",
+                    json!({"name": "tagged", "arguments": {"tag": tag}}),
+                ),
+                tag,
+            )
+        })
+        .collect();
+    for (id, tag) in ids {
+        let answer = server.response(id, Duration::from_secs(60));
+        assert_eq!(
+            structured(&answer),
+            &json!({"tag": tag, "spins": 21}),
+            "{answer}"
+        );
+    }
+}
+
+#[test]
+fn stdin_eof_stops_the_server_and_its_children() {
+    let mut server = start(None);
+    // Start the downstream child.
+    let answer = server.call("tagged", json!({"tag": "x"}));
+    assert_eq!(structured(&answer)["tag"], "x");
+    let children = common::children_of(server.child.id());
+    assert!(
+        !children.is_empty(),
+        "the mock server should be running as a child"
+    );
+    let started = Instant::now();
+    server.close_stdin();
+    let status = server
+        .wait_exit(Duration::from_secs(5))
+        .expect("the server exits within 5 s of stdin EOF");
+    assert!(status.success(), "exit status {status}");
+    println!("exited {:?} after stdin EOF", started.elapsed());
+    for pid in children {
+        assert!(
+            !common::process_alive(pid),
+            "child {pid} outlived the server"
+        );
+    }
+}
+
+#[test]
+fn a_cancelled_call_cancels_its_downstream_call() {
+    let log = log_file("cancel");
+    let mut server = start(Some(&log));
+    let id = server.send_request(
+        "tools/call",
+        json!({"name": "nap", "arguments": {"ms": 1500}}),
+    );
+    std::thread::sleep(Duration::from_millis(400));
+    server.notify(
+        "notifications/cancelled",
+        json!({"requestId": id, "reason": "test"}),
+    );
+    // The server goes on serving; the mock (single-threaded) reads the cancellation once its
+    // sleep is over.
+    let after = server.call("tagged", json!({"tag": "after"}));
+    assert_eq!(structured(&after)["tag"], "after");
+    let logged = std::fs::read_to_string(&log).unwrap_or_default();
+    let cancelled: Vec<&str> = logged
+        .lines()
+        .filter(|l| l.contains("notifications/cancelled"))
+        .collect();
+    assert_eq!(
+        cancelled.len(),
+        1,
+        "the downstream server was told about the cancellation:\n{logged}"
+    );
+    // No answer was sent for the cancelled request (MCP: the receiver does not respond).
+    assert!(
+        !server
+            .pending
+            .iter()
+            .any(|m| m.get("id") == Some(&json!(id))),
+        "{:?}",
+        server.pending
+    );
+}
+
+#[test]
+fn progress_notifications_arrive_one_per_node() {
+    let mut server = start(None);
+    let id = server.send_request(
+        "tools/call",
+        json!({"name": "steps", "arguments": {}, "_meta": {"progressToken": "p1"}}),
+    );
+    let answer = server.response(id, Duration::from_secs(30));
+    assert_eq!(structured(&answer), &json!({"n": 3}));
+    // Notifications precede the response on the wire, but give the last one a moment anyway.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        let progress: Vec<_> = server
+            .pending
+            .iter()
+            .filter(|m| m["method"] == "notifications/progress")
+            .cloned()
+            .collect();
+        if progress.len() >= 5 || Instant::now() > deadline {
+            let messages: Vec<&str> = progress
+                .iter()
+                .filter_map(|m| m["params"]["message"].as_str())
+                .collect();
+            assert_eq!(
+                messages,
+                [
+                    "entry (entry)",
+                    "a (transform)",
+                    "b (transform)",
+                    "c (transform)",
+                    "exit (exit)"
+                ]
+            );
+            let counts: Vec<f64> = progress
+                .iter()
+                .filter_map(|m| m["params"]["progress"].as_f64())
+                .collect();
+            assert_eq!(counts, [1.0, 2.0, 3.0, 4.0, 5.0]);
+            assert!(
+                progress
+                    .iter()
+                    .all(|m| m["params"]["progressToken"] == "p1")
+            );
+            break;
+        }
+        let id = server.send_request("ping", json!({}));
+        server.response(id, Duration::from_secs(5));
+    }
+    // Without a token, no notification.
+    server.pending.clear();
+    let answer = server.call("steps", json!({}));
+    assert_eq!(structured(&answer), &json!({"n": 3}));
+    assert!(
+        !server
+            .pending
+            .iter()
+            .any(|m| m["method"] == "notifications/progress")
+    );
+}
+
+#[test]
+fn a_crashed_downstream_server_is_restarted_on_next_use() {
+    let mut server = Mcp::start(
+        &["serve", "downstream.yaml"],
+        &common::shared_dir().join("conformance/graphs"),
+        &[],
+    );
+    let ok = server.call("failing", json!({"how": "ok"}));
+    assert_eq!(structured(&ok), &json!({"received": {"alive": true}}));
+    let crash = server.call("failing", json!({"how": "die"}));
+    assert_eq!(crash["result"]["isError"], json!(true), "{crash}");
+    let message = text(&crash);
+    assert!(
+        message.contains("die_node")
+            && message.contains("Connection closed")
+            && message.contains("mock server dying on purpose"),
+        "{message}"
+    );
+    for _ in 0..2 {
+        let again = server.call("failing", json!({"how": "ok"}));
+        assert_eq!(
+            structured(&again),
+            &json!({"received": {"alive": true}}),
+            "{again}"
+        );
+    }
+}
+
+#[test]
+fn malformed_requests_get_errors_and_the_server_lives_on() {
+    let mut server = start(None);
+    let unknown = server.call("no_such_tool", json!({}));
+    assert_eq!(unknown["error"]["code"], json!(-32602), "{unknown}");
+    assert!(
+        unknown["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Unknown tool: no_such_tool")
+    );
+    let bad_args = server.request(
+        "tools/call",
+        json!({"name": "tagged", "arguments": "not an object"}),
+    );
+    assert_eq!(bad_args["error"]["code"], json!(-32602), "{bad_args}");
+    let no_name = server.request("tools/call", json!({"arguments": {}}));
+    assert!(no_name.get("error").is_some(), "{no_name}");
+    server.send(&json!("garbage"));
+    let ping = server.request("ping", json!({}));
+    assert_eq!(ping["result"], json!({}), "{ping}");
+    let fine = server.call("tagged", json!({"tag": "still alive"}));
+    assert_eq!(structured(&fine)["tag"], "still alive");
+}
+
+#[test]
+fn sigterm_stops_the_server_cleanly() {
+    let mut server = start(None);
+    let answer = server.call("tagged", json!({"tag": "x"}));
+    assert_eq!(structured(&answer)["tag"], "x");
+    let children = common::children_of(server.child.id());
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &server.child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success());
+    let exit = server
+        .wait_exit(Duration::from_secs(5))
+        .expect("the server exits within 5 s of SIGTERM");
+    assert!(exit.success(), "exit status {exit}");
+    for pid in children {
+        assert!(
+            !common::process_alive(pid),
+            "child {pid} outlived the server"
+        );
+    }
+}
+
+#[test]
+fn a_graph_that_does_not_check_is_still_served_with_its_diagnostics() {
+    let broken = common::root().join("compiler/tests/codes/E0205.yaml");
+    let mut server = Mcp::spawn(&["serve", broken.to_str().unwrap()], &common::root(), &[]);
+    let init = server.request("initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}));
+    let instructions = init["result"]["instructions"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        instructions.contains("E0205.yaml:8:") && instructions.contains("exti"),
+        "{instructions}"
+    );
+    server.notify("notifications/initialized", json!({}));
+    let listed = server.request("tools/list", json!({}));
+    assert_eq!(listed["result"]["tools"], json!([]), "{listed}");
+    let call = server.call("t", json!({}));
+    assert_eq!(call["result"]["isError"], json!(true), "{call}");
+    assert!(text(&call).contains("E0205"), "{call}");
+}
