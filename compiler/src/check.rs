@@ -81,15 +81,21 @@ pub fn check(
     })
 }
 
-fn servers(own: &[ServerDecl], extra: &[ServerDecl], diags: &mut Vec<Diagnostic>) -> Vec<Server> {
+/// The servers of the graph file, then those of the MCP file whose names the graph does not use.
+pub fn servers(
+    own: &[ServerDecl],
+    extra: &[ServerDecl],
+    diags: &mut Vec<Diagnostic>,
+) -> Vec<Server> {
     let mut out: Vec<Server> = Vec::new();
     let own_names: HashSet<&str> = own.iter().map(|s| s.name.value.as_str()).collect();
-    let chosen = own.iter().chain(
+    let chosen = own.iter().map(|d| (d, false)).chain(
         extra
             .iter()
-            .filter(|s| !own_names.contains(s.name.value.as_str())),
+            .filter(|s| !own_names.contains(s.name.value.as_str()))
+            .map(|d| (d, true)),
     );
-    for decl in chosen {
+    for (decl, external) in chosen {
         let transport = match &decl.transport {
             TransportDecl::Stdio {
                 command,
@@ -127,6 +133,7 @@ fn servers(own: &[ServerDecl], extra: &[ServerDecl], diags: &mut Vec<Diagnostic>
         };
         out.push(Server {
             name: decl.name.value.clone(),
+            external,
             transport,
             timeout_ms: decl
                 .timeout_ms

@@ -49,6 +49,10 @@ pub struct ServerId(pub u32);
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Server {
     pub name: String,
+    /// Came from an MCP JSON file (`-m`) rather than the graph file: a built server's own `-m`
+    /// may replace it at run time (servers of the graph file always win).
+    #[serde(default)]
+    pub external: bool,
     pub transport: Transport,
     /// Per-request timeout of calls to this server.
     pub timeout_ms: u64,

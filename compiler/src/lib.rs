@@ -8,6 +8,8 @@
 
 pub mod ast;
 pub mod check;
+#[cfg(feature = "codegen")]
+pub mod codegen;
 pub mod diagnostics;
 pub mod ir;
 pub mod logic;
@@ -87,6 +89,25 @@ pub fn compile(file: &SourceFile, mcp_file: Option<&SourceFile>) -> Checked {
     diagnostics.extend(file_diags);
     let graph = graph.filter(|_| diagnostics.iter().all(|d| !d.is_error()));
     Checked { graph, diagnostics }
+}
+
+/// The servers of an MCP JSON file (`-m`), for a built server at run time; the error is the text
+/// of every problem.
+pub fn mcp_file_servers(file: &SourceFile) -> Result<Vec<ir::Server>, String> {
+    let mut diagnostics = Vec::new();
+    let decls = mcp_servers(file, &mut diagnostics);
+    let mut more = Vec::new();
+    let servers = check::servers(&[], &decls, &mut more);
+    diagnostics.extend(more.into_iter().filter(Diagnostic::is_error));
+    if diagnostics.is_empty() {
+        Ok(servers)
+    } else {
+        Err(diagnostics
+            .iter()
+            .map(|d| d.message.clone())
+            .collect::<Vec<_>>()
+            .join("\n"))
+    }
 }
 
 /// The `mcpServers` of an MCP JSON file (Claude Desktop format). Its problems are reported as

@@ -1,1 +1,43 @@
+//! `graph!("path/to/graph.yaml")`: the graph checked at compile time and embedded, with a typed
+//! method per tool. Use it through `mcpgraph_runtime::graph!`.
 
+use mcpgraph_compiler::render::{self, Style};
+use mcpgraph_compiler::{SourceFile, codegen, compile};
+use proc_macro::TokenStream;
+
+/// Expands to `struct Graph` (with `Graph::new()`, one `async fn` per tool taking its typed
+/// input and returning its typed output, `call_json` and `serve_stdio`) and the input/output
+/// types. The path is relative to the crate's `Cargo.toml`. A graph that does not check is a
+/// compile error showing every diagnostic with its `file:line:col`.
+#[proc_macro]
+pub fn graph(input: TokenStream) -> TokenStream {
+    let literal = match syn::parse::<syn::LitStr>(input) {
+        Ok(l) => l,
+        Err(e) => return e.to_compile_error().into(),
+    };
+    let relative = literal.value();
+    let base = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".into());
+    let path = std::path::Path::new(&base).join(&relative);
+    let file = match std::fs::read_to_string(&path) {
+        Ok(text) => SourceFile::new(relative.clone(), text),
+        Err(e) => {
+            let message = format!("graph!: cannot read {} ({e})", path.display());
+            return codegen::graph_error(&message).into();
+        }
+    };
+    let checked = compile(&file, None);
+    let Some(graph) = &checked.graph else {
+        let rendered = render::human_all(&checked, &file, Style::PLAIN);
+        return codegen::graph_error(&format!(
+            "graph! found problems in {relative}:\n\n{rendered}"
+        ))
+        .into();
+    };
+    let json = match serde_json::to_string(graph) {
+        Ok(j) => j,
+        Err(e) => {
+            return codegen::graph_error(&format!("graph!: cannot embed the graph: {e}")).into();
+        }
+    };
+    codegen::graph_items(graph, &json, &path.to_string_lossy()).into()
+}
