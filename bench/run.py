@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""Benchmarks mcpgraph against the original, side by side in one run (scripts/bench).
+
+Servers: the original (npm mcpgraph@0.1.23 under node, installed into target/bench/original),
+`mcpgraph serve`, a binary from `mcpgraph build`, and (for the transform tool) a minimal rmcp
+server with one tool: the floor. Measurements through ../shared/tools/mcp-driver.py (cold start,
+sequential calls, memory) and our own concurrent-call driver; JSONata micro-benchmarks against
+jsonata-js. Writes bench/RESULTS.md and the table in README.md (between the bench markers).
+"""
+import argparse
+import datetime
+import importlib.util
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED = os.environ.get("MCPGRAPH_SHARED", os.path.join(ROOT, "..", "shared"))
+DRIVER = os.path.join(SHARED, "tools", "mcp-driver.py")
+WORK = os.path.join(ROOT, "target", "bench")
+ORIGINAL = os.path.join(WORK, "original")
+MCPGRAPH = os.path.join(ROOT, "target", "release", "mcpgraph")
+
+
+def log(msg):
+    print(f"[bench] {msg}", file=sys.stderr, flush=True)
+
+
+def run(cmd, **kw):
+    log(" ".join(cmd))
+    subprocess.run(cmd, check=True, **kw)
+
+
+def setup():
+    main_js = os.path.join(ORIGINAL, "node_modules", "mcpgraph", "dist", "main.js")
+    if not os.path.exists(main_js):
+        os.makedirs(ORIGINAL, exist_ok=True)
+        run(["npm", "install", "--prefix", ORIGINAL, "--no-audit", "--no-fund", "--loglevel=error", "mcpgraph@0.1.23"])
+    run(["cargo", "build", "--release", "--locked", "-p", "mcpgraph", "-p", "mcpgraph-bench"], cwd=ROOT)
+    return main_js
+
+
+def build_servers():
+    """Builds the bench graphs; returns (binaries, build times in s: first graph, second graph)."""
+    cache = os.path.join(WORK, "cache")
+    cold = not os.path.isdir(os.path.join(cache, "target"))
+    env = dict(os.environ, MCPGRAPH_CACHE_DIR=cache)
+    bins, times = {}, []
+    graphs = [("transform", "bench/graphs/transform.yaml"), ("loop", "examples/loop.yaml"), ("concurrent", "bench/graphs/slow.yaml")]
+    for name, graph in graphs:
+        out = os.path.join(WORK, "bin", name)
+        t0 = time.monotonic()
+        run([MCPGRAPH, "build", graph, "-o", out], cwd=ROOT, env=env, stderr=subprocess.DEVNULL)
+        times.append(time.monotonic() - t0)
+        bins[name] = out
+    return bins, times, cold
+
+
+def driver_bench(yaml, cmd, tool, args, calls, runs=1, cold_extra=0, cwd=None):
+    full = [sys.executable, DRIVER, "bench", yaml, "--tool", tool, "--args", json.dumps(args), "--calls", str(calls),
+            "--runs", str(runs), "--cold-extra", str(cold_extra), "--json"]
+    if cwd:
+        full += ["--cwd", cwd]
+    out = subprocess.run(full + ["--"] + cmd, capture_output=True, text=True, check=True).stdout
+    for line in out.splitlines():
+        if line.startswith("JSON "):
+            return json.loads(line[5:])
+    raise RuntimeError(f"no summary from the driver:\n{out}")
+
+
+def concurrent(cmd, yaml, calls=50):
+    """Sends `calls` tools/call at once; returns (seconds until all answered, error count)."""
+    spec = importlib.util.spec_from_file_location("mcp_driver", DRIVER)
+    driver = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(driver)
+    full = driver.build_cmd(cmd, os.path.abspath(yaml))
+    server = driver.ServerProcess(full)
+    server.initialize(60)
+    server.notify("notifications/initialized")
+    ids = {}
+    t0 = time.perf_counter()
+    for i in range(calls):
+        rid = server.next_id
+        server.next_id += 1
+        ids[rid] = f"tag-{i}"
+        server.send({"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": "work", "arguments": {"tag": ids[rid]}}})
+    errors, answered = 0, 0
+    deadline = time.monotonic() + 120
+    while answered < calls and time.monotonic() < deadline:
+        msg = server.read_message(deadline)
+        if msg is None:
+            break
+        rid = msg.get("id")
+        if rid not in ids:
+            continue
+        answered += 1
+        result = msg.get("result") or {}
+        ok = "error" not in msg and not result.get("isError") and (result.get("structuredContent") or {}).get("tag") == ids[rid]
+        errors += 0 if ok else 1
+    elapsed = time.perf_counter() - t0
+    server.close()
+    return elapsed, errors + (calls - answered)
+
+
+def jsonata_micro():
+    rust = subprocess.run([os.path.join(ROOT, "target", "release", "jsonata-bench"), "1000"], capture_output=True, text=True, check=True).stdout
+    js_lib = os.path.join(ORIGINAL, "node_modules", "jsonata")
+    js = subprocess.run(["node", os.path.join(ROOT, "bench", "jsonata-bench.js"), js_lib, "1000"], capture_output=True, text=True, check=True, cwd=os.path.join(ROOT, "bench")).stdout
+    parse = lambda text: {d["case"]: d["ns"] for d in map(json.loads, text.splitlines()) if text}
+    return parse(rust), parse(js)
+
+
+def ratio(theirs, ours):
+    return f"{theirs / ours:.1f}×" if ours else "n/a"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--quick", action="store_true", help="fewer calls (a smoke run)")
+    a = ap.parse_args()
+    main_js = setup()
+    bins, build_times, cold_build = build_servers()
+    q = a.quick
+    original = ["node", main_js, "-g", "{yaml}"]
+    serve = [MCPGRAPH, "serve", "{yaml}"]
+    built = lambda name: ["sh", "-c", 'exec "$0"', bins[name], "{yaml}"]
+    floor = ["sh", "-c", 'exec "$0"', os.path.join(ROOT, "target", "release", "floor-server"), "{yaml}"]
+    transform = os.path.join(ROOT, "bench", "graphs", "transform.yaml")
+    loop = os.path.join(ROOT, "examples", "loop.yaml")
+    slow = os.path.join(ROOT, "bench", "graphs", "slow.yaml")
+    servers = {"original": original, "serve": serve, "built": built("transform"), "floor": floor}
+    r = {}
+    for name, cmd in servers.items():
+        log(f"transform tool, cold start and 1000 calls: {name}")
+        r[("transform", name)] = driver_bench(transform, cmd, "echo_value", {"value": "hello"}, 100 if q else 1000, cold_extra=3 if q else 12)
+    loops = {"original": original, "serve": serve, "built": built("loop")}
+    for n, calls in ((100, {"original": 5 if q else 30, "ours": 50 if q else 300}), (900, {"original": 2 if q else 5, "ours": 20 if q else 100})):
+        for name, cmd in loops.items():
+            log(f"sum_to_n n={n}: {name}")
+            r[(f"loop{n}", name)] = driver_bench(loop, cmd, "sum_to_n", {"n": n}, calls["original" if name == "original" else "ours"])
+    conc = {}
+    for name, cmd in {"original": original, "serve": serve, "built": built("concurrent")}.items():
+        log(f"50 concurrent calls: {name}")
+        conc[name] = concurrent(cmd, slow)
+    rust_ns, js_ns = jsonata_micro()
+
+    med = lambda key, name, field: r[(key, name)][field]
+    lines = []
+    lines.append(f"Measured {datetime.date.today().isoformat()} on {platform.node() or 'this machine'}: {os.cpu_count()} cores, "
+                 f"{platform.system()} {platform.release()}, node {subprocess.run(['node', '--version'], capture_output=True, text=True).stdout.strip()}, "
+                 f"mcpgraph {subprocess.run([MCPGRAPH, '--version'], capture_output=True, text=True).stdout.split()[-1]}, original mcpgraph 0.1.23. "
+                 f"Ratios are the original's figure over ours (higher is better for us); the machine is shared and noisy, so compare ratios, not times.")
+    lines.append("")
+    lines.append("| measurement | original | `mcpgraph serve` | built binary | floor (minimal rmcp server) | original ÷ built |")
+    lines.append("|---|---:|---:|---:|---:|---:|")
+    cold = lambda name: med("transform", name, "cold_extra_median_ms") or med("transform", name, "cold_start_ms_median")
+    lines.append(f"| cold start, spawn → `initialize` answer (median of {3 if q else 12} spawns) | {cold('original'):.1f} ms | {cold('serve'):.1f} ms | {cold('built'):.1f} ms | {cold('floor'):.1f} ms | {ratio(cold('original'), cold('built'))} |")
+    for field, label in (("latency_median_ms_median", "p50"), ("latency_p99_ms_median", "p99")):
+        v = lambda name: med("transform", name, field)
+        lines.append(f"| transform tool, {label} of {100 if q else 1000} sequential calls | {v('original'):.3f} ms | {v('serve'):.3f} ms | {v('built'):.3f} ms | {v('floor'):.3f} ms | {ratio(v('original'), v('built'))} |")
+    for n in (100, 900):
+        v = lambda name: med(f"loop{n}", name, "latency_median_ms_median")
+        lines.append(f"| `sum_to_n` n={n}, time per call (median) | {v('original'):.2f} ms | {v('serve'):.3f} ms | {v('built'):.3f} ms | | {ratio(v('original'), v('built'))} |")
+    l100 = lambda name: med("loop100", name, "latency_median_ms_median")
+    l900 = lambda name: med("loop900", name, "latency_median_ms_median")
+    lines.append(f"| n=900 ÷ n=100 (linear ≈ 9) | {l900('original') / l100('original'):.1f} | {l900('serve') / l100('serve'):.1f} | {l900('built') / l100('built'):.1f} | | |")
+    rss = lambda name: med("transform", name, "rss_after_kib_median") / 1024
+    lines.append(f"| resident memory after {100 if q else 1000} calls | {rss('original'):.1f} MiB | {rss('serve'):.1f} MiB | {rss('built'):.1f} MiB | {rss('floor'):.1f} MiB | {ratio(rss('original'), rss('built'))} |")
+    lrss = lambda name: med("loop100", name, "rss_after_kib_median") / 1024
+    lines.append(f"| resident memory after the n=100 loop calls | {lrss('original'):.1f} MiB | {lrss('serve'):.1f} MiB | {lrss('built'):.1f} MiB | | {ratio(lrss('original'), lrss('built'))} |")
+    tput = lambda name: 50 / conc[name][0]
+    lines.append(f"| 50 concurrent calls (a 43-node loop each): calls/s, wrong or failed answers | {tput('original'):.0f}/s, {conc['original'][1]} wrong | {tput('serve'):.0f}/s, {conc['serve'][1]} wrong | {tput('built'):.0f}/s, {conc['built'][1]} wrong | | {ratio(tput('built'), tput('original'))} |")
+    lines.append(f"| build time: first graph{' (cold: empty cache)' if cold_build else ' (cache warm)'}, second graph | | | {build_times[0]:.1f} s, {build_times[1]:.1f} s | | |")
+    lines.append("")
+    lines.append("JSONata micro-benchmarks (ns per evaluation, pre-parsed expression; ours with the history functions registered, as in a run):")
+    lines.append("")
+    lines.append("| expression | jsonata-js 2.2 (node) | mcpgraph (jsonata-core) | ratio |")
+    lines.append("|---|---:|---:|---:|")
+    for case, ns in rust_ns.items():
+        theirs = js_ns.get(case)
+        lines.append(f"| {case} | {theirs:,.0f} | {ns:,.0f} | {ratio(theirs, ns) if theirs else 'n/a'} |")
+    table = "\n".join(lines) + "\n"
+    print(table)
+    with open(os.path.join(ROOT, "bench", "RESULTS.md"), "w") as f:
+        f.write("# Benchmark results\n\nWritten by `scripts/bench`.\n\n" + table)
+    readme = os.path.join(ROOT, "README.md")
+    text = open(readme).read()
+    start, end = "<!-- bench:start -->", "<!-- bench:end -->"
+    if start in text and end in text and not q:
+        text = text[: text.index(start) + len(start)] + "\n" + table + text[text.index(end):]
+        open(readme, "w").write(text)
+
+
+if __name__ == "__main__":
+    main()

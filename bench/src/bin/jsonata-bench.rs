@@ -1,0 +1,91 @@
+//! ns per evaluation of typical graph expressions through mcpgraph's JSONata layer (jsonata-core
+//! with the history functions registered, one evaluator reused as a run does). The same cases
+//! run under node with jsonata-js (`bench/jsonata-bench.js`); `scripts/bench` compares them.
+
+use jsonata_core::value::JValue;
+use mcpgraph_compiler::ir::{Expr, NodeId};
+use mcpgraph_runtime::history::{History, Record};
+use mcpgraph_runtime::jsonata::{Jsonata, Settings};
+use mcpgraph_runtime::value::to_jvalue;
+use serde_json::{Value, json};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn main() {
+    let cases: Vec<Value> =
+        serde_json::from_str(include_str!("../cases.json")).expect("cases.json");
+    let budget = Duration::from_millis(
+        std::env::args()
+            .nth(1)
+            .and_then(|a| a.parse().ok())
+            .unwrap_or(1000),
+    );
+    for case in cases {
+        let name = case["name"].as_str().unwrap_or_default();
+        let expr = Expr::parse(case["expr"].as_str().unwrap_or_default()).expect("the case parses");
+        let names: HashMap<String, NodeId> = [
+            ("entry_sum".to_string(), NodeId(0)),
+            ("increment_node".to_string(), NodeId(1)),
+        ]
+        .into();
+        let history = Rc::new(RefCell::new(History::new(Arc::new(names), 2)));
+        let data = match &case["data"] {
+            Value::String(s) if s == "LINES50" => to_jvalue(
+                &json!({"s": (0..50).map(|i| format!("line {i}: some text here")).collect::<Vec<_>>().join("\n")}),
+            ),
+            Value::String(s) if s == "ITEMS1000" => to_jvalue(
+                &json!({"items": (0..1000).map(|i| json!({"n": i, "name": format!("item {i}")})).collect::<Vec<_>>()}),
+            ),
+            Value::String(s) if s == "HISTORY" => {
+                let mut h = history.borrow_mut();
+                h.push(
+                    "entry_sum",
+                    record(NodeId(0), to_jvalue(&json!({"n": 1000}))),
+                );
+                for i in 1..=100 {
+                    h.push(
+                        "increment_node",
+                        record(
+                            NodeId(1),
+                            to_jvalue(
+                                &json!({"counter": i, "sum": i * (i + 1) / 2, "target": 1000}),
+                            ),
+                        ),
+                    );
+                }
+                h.context().clone()
+            }
+            other => to_jvalue(other),
+        };
+        let mut jsonata = Jsonata::new(Some(&history), Settings::default());
+        // Warm up, then time batches until the budget is spent.
+        let check = jsonata.eval(&expr, &data).expect("the case evaluates");
+        assert!(!check.is_undefined(), "{name}");
+        let mut iterations = 0u64;
+        let started = Instant::now();
+        while started.elapsed() < budget {
+            for _ in 0..16 {
+                let v = jsonata.eval(&expr, &data).expect("evaluates");
+                std::hint::black_box(v);
+            }
+            iterations += 16;
+        }
+        let ns = started.elapsed().as_nanos() as f64 / iterations as f64;
+        println!(
+            "{}",
+            json!({"case": name, "ns": ns.round(), "iterations": iterations})
+        );
+    }
+}
+
+fn record(node: NodeId, output: JValue) -> Record {
+    Record {
+        node,
+        output,
+        start: Duration::ZERO,
+        duration: Duration::ZERO,
+    }
+}

@@ -1,0 +1,5 @@
+mcpgraph_runtime::graph!("no/such/graph.yaml");
+
+fn main() {
+    let _ = Graph::new();
+}

@@ -1,0 +1,3 @@
+mcpgraph_runtime::graph!(42);
+
+fn main() {}
