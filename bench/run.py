@@ -47,7 +47,7 @@ def setup():
 
 def build_servers():
     """Builds the bench graphs; returns (binaries, build times in s: first graph, second graph)."""
-    cache = os.path.join(WORK, "cache")
+    cache = os.environ.get("MCPGRAPH_CACHE_DIR") or os.path.join(WORK, "cache")
     cold = not os.path.isdir(os.path.join(cache, "target"))
     env = dict(os.environ, MCPGRAPH_CACHE_DIR=cache)
     bins, times = {}, []

@@ -7,11 +7,11 @@ pub const GRAPH: &str = include_str!("graph.json");
 pub const TOOLS: &[&str] = &[SUM_TO_N];
 /// Tool `sum_to_n` (examples/loop.yaml:11:11): Sums the numbers from 1 to n
 ///
-/// - node `entry_sum` (entry) at examples/loop.yaml:19:13
-/// - node `increment_node` (transform) at examples/loop.yaml:22:13
-/// - node `check_condition` (switch) at examples/loop.yaml:34:13
-/// - node `exit_transform` (transform) at examples/loop.yaml:40:13
-/// - node `exit_sum` (exit) at examples/loop.yaml:45:13
+/// - node `entry_sum` (entry) at examples/loop.yaml:24:13
+/// - node `increment_node` (transform) at examples/loop.yaml:27:13
+/// - node `check_condition` (switch) at examples/loop.yaml:39:13
+/// - node `exit_transform` (transform) at examples/loop.yaml:45:13
+/// - node `exit_sum` (exit) at examples/loop.yaml:50:13
 pub const SUM_TO_N: &str = "sum_to_n";
 /// Serves the graph over stdio until stdin closes or a signal arrives (after checking
 /// that the embedded graph offers exactly `TOOLS`).
