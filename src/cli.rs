@@ -338,7 +338,13 @@ fn checked_graph(common: &Common) -> Result<mcpgraph_compiler::Graph, ExitCode> 
         let text = render::human_all(&checked, &file, style());
         let _ = std::io::stderr().write_all(text.as_bytes());
     }
-    checked.graph.ok_or(ExitCode::from(1))
+    let graph = checked.graph.ok_or(ExitCode::from(1))?;
+    // Schemas are checked here, so a built server need not check them at start-up.
+    if let Err(message) = mcpgraph_runtime::program::Program::check_schemas(&graph) {
+        eprintln!("error: {message}");
+        return Err(ExitCode::from(1));
+    }
+    Ok(graph)
 }
 
 fn regenerate_command(common: &Common, flag: &str, out: &Path) -> String {

@@ -99,25 +99,50 @@ impl Engine {
         let Value::Object(args) = args else {
             return Err(CallError::Cancelled);
         };
-        let program = self.program.clone();
-        let downstream = self.downstream.clone();
         let cancel = combine(&cancel, &self.shutdown, self.downstream.handle());
-        let result = self
-            .pool
-            .run(move || {
-                Box::pin(async move {
-                    let env = RunEnv {
-                        downstream,
-                        cancel,
-                        on_node: observer,
-                    };
-                    executor::run(&program, index, args, &env)
-                        .await
-                        .map(|v| to_json(&v).unwrap_or_else(|| Value::Object(Map::new())))
+        let result = if tool.pure {
+            // No downstream call: the run never awaits, so it completes in one poll right here,
+            // and none of its (!Send) values outlives this synchronous block.
+            let env = RunEnv {
+                downstream: self.downstream.clone(),
+                cancel,
+                on_node: observer,
+            };
+            let run = executor::run(&self.program, index, args, &env);
+            let mut run = std::pin::pin!(run);
+            let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+            match run.as_mut().poll(&mut context) {
+                std::task::Poll::Ready(outcome) => {
+                    outcome.map(|v| to_json(&v).unwrap_or_else(|| Value::Object(Map::new())))
+                }
+                // Only an mcp node awaits; say so rather than hang if that ever changes.
+                std::task::Poll::Pending => Err(RunError {
+                    tool: name.to_string(),
+                    node: None,
+                    kind: RunErrorKind::Node,
+                    message: "internal error: a run without downstream calls did not complete"
+                        .into(),
+                }),
+            }
+        } else {
+            let program = self.program.clone();
+            let downstream = self.downstream.clone();
+            self.pool
+                .run(move || {
+                    Box::pin(async move {
+                        let env = RunEnv {
+                            downstream,
+                            cancel,
+                            on_node: observer,
+                        };
+                        executor::run(&program, index, args, &env)
+                            .await
+                            .map(|v| to_json(&v).unwrap_or_else(|| Value::Object(Map::new())))
+                    })
                 })
-            })
-            .await
-            .ok_or(CallError::Cancelled)?;
+                .await
+                .ok_or(CallError::Cancelled)?
+        };
         let value = match result {
             Ok(v) => v,
             Err(e) if e.kind == RunErrorKind::Cancelled => return Err(CallError::Cancelled),

@@ -4,7 +4,7 @@ use mcpgraph_compiler::Graph;
 use mcpgraph_compiler::ir::{NodeId, Tool};
 use serde_json::Value;
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 pub struct Program {
     pub graph: Graph,
@@ -12,31 +12,44 @@ pub struct Program {
     by_name: HashMap<String, usize>,
 }
 
+struct Validators {
+    input: jsonschema::Validator,
+    output: Option<jsonschema::Validator>,
+}
+
 pub struct PreparedTool {
     pub ir: Tool,
     /// Node id → index, for the history functions.
     pub names: Arc<HashMap<String, NodeId>>,
-    input: jsonschema::Validator,
-    output: Option<jsonschema::Validator>,
+    /// Compiled on the tool's first call: start-up stays cheap, and a server with many tools
+    /// pays only for those it uses. (The schemas compiled once already, in `Program::new`.)
+    validators: OnceLock<Result<Validators, String>>,
+    /// No mcp node: a run never awaits, so it can run inline on the request's task.
+    pub pure: bool,
     /// What `tools/list` shows: the schemas exactly as written.
     pub advertised: rmcp::model::Tool,
 }
 
 impl Program {
-    /// Compiles the tools' JSON Schemas; an invalid schema is an error naming the tool.
+    /// Every tool's schemas against the JSON Schema meta-schema: `serve`, `emit` and `build`
+    /// check this when they load a graph, so a built server starts without doing it again.
+    pub fn check_schemas(graph: &Graph) -> Result<(), String> {
+        for tool in &graph.tools {
+            jsonschema::meta::validate(&tool.input_schema)
+                .map_err(|e| format!("tool \"{}\": invalid inputSchema: {e}", tool.name))?;
+            if let Some(schema) = &tool.output_schema {
+                jsonschema::meta::validate(schema)
+                    .map_err(|e| format!("tool \"{}\": invalid outputSchema: {e}", tool.name))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Prepares a checked graph. Validators are compiled on each tool's first call.
     pub fn new(graph: Graph) -> Result<Program, String> {
         let mut tools = Vec::with_capacity(graph.tools.len());
         let mut by_name = HashMap::new();
         for (i, tool) in graph.tools.iter().enumerate() {
-            let input = compile_schema(&tool.input_schema)
-                .map_err(|e| format!("tool \"{}\": invalid inputSchema: {e}", tool.name))?;
-            let output =
-                match &tool.output_schema {
-                    Some(schema) => Some(compile_schema(schema).map_err(|e| {
-                        format!("tool \"{}\": invalid outputSchema: {e}", tool.name)
-                    })?),
-                    None => None,
-                };
             let names = tool
                 .nodes
                 .iter()
@@ -55,8 +68,11 @@ impl Program {
             tools.push(PreparedTool {
                 ir: tool.clone(),
                 names: Arc::new(names),
-                input,
-                output,
+                validators: OnceLock::new(),
+                pure: tool
+                    .nodes
+                    .iter()
+                    .all(|n| !matches!(n.kind, mcpgraph_compiler::ir::NodeKind::Mcp { .. })),
                 advertised,
             });
         }
@@ -75,19 +91,36 @@ impl Program {
 impl PreparedTool {
     /// Every violation of the input schema, as "at PATH: REASON" lines.
     pub fn check_input(&self, args: &Value) -> Result<(), Vec<String>> {
-        violations(&self.input, args)
+        violations(&self.validators()?.input, args)
+    }
+
+    fn validators(&self) -> Result<&Validators, Vec<String>> {
+        let compiled = self.validators.get_or_init(|| {
+            Ok(Validators {
+                input: compile_schema(&self.ir.input_schema)
+                    .map_err(|e| format!("the tool's inputSchema is invalid: {e}"))?,
+                output: match &self.ir.output_schema {
+                    Some(s) => Some(
+                        compile_schema(s)
+                            .map_err(|e| format!("the tool's outputSchema is invalid: {e}"))?,
+                    ),
+                    None => None,
+                },
+            })
+        });
+        compiled.as_ref().map_err(|e| vec![e.clone()])
     }
 
     /// Every violation of the output schema (none when the tool declares no output schema).
     pub fn check_output(&self, result: &Value) -> Result<(), Vec<String>> {
-        match &self.output {
+        match &self.validators()?.output {
             Some(v) => violations(v, result),
             None => Ok(()),
         }
     }
 
     pub fn has_output_schema(&self) -> bool {
-        self.output.is_some()
+        self.ir.output_schema.is_some()
     }
 }
 

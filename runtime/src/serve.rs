@@ -40,7 +40,10 @@ pub fn server_for(checked: Checked, file: &SourceFile) -> GraphServer {
         title: server.title,
         instructions: server.instructions,
     };
-    match Program::new(graph).and_then(|p| Engine::new(p).map_err(|e| e.to_string())) {
+    let prepared = Program::check_schemas(&graph)
+        .and_then(|()| Program::new(graph))
+        .and_then(|p| Engine::new(p).map_err(|e| e.to_string()));
+    match prepared {
         Ok(engine) => GraphServer::new(Arc::new(engine)),
         Err(message) => GraphServer::broken(identity, message),
     }

@@ -1,0 +1,55 @@
+//! Resident memory after each start-up step of a built server (to find what touches memory).
+
+use mcpgraph_compiler::{SourceFile, compile};
+
+fn rss() -> String {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let line = |k: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(k))
+            .unwrap_or_default()
+            .split_whitespace()
+            .nth(1)
+            .unwrap_or_default()
+            .to_string()
+    };
+    let rollup = std::fs::read_to_string("/proc/self/smaps_rollup").unwrap_or_default();
+    let file = rollup
+        .lines()
+        .find(|l| l.starts_with("Pss_File"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or_default()
+        .to_string();
+    format!("RSS {} kB (file {file} kB)", line("VmRSS:"))
+}
+
+fn main() {
+    println!("start: {}", rss());
+    let text =
+        std::fs::read_to_string(std::env::args().nth(1).expect("a graph")).expect("readable");
+    let graph = compile(&SourceFile::new("g.yaml", text), None)
+        .graph
+        .expect("checks");
+    let json = serde_json::to_string(&graph).expect("serializes");
+    println!(
+        "compiled (not part of a built server's start-up): {}",
+        rss()
+    );
+    let graph: mcpgraph_compiler::Graph = serde_json::from_str(&json).expect("deserializes");
+    println!("IR deserialized: {}", rss());
+    mcpgraph_runtime::serve::init_logging();
+    println!("logging: {}", rss());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    println!("tokio runtime: {}", rss());
+    let program = mcpgraph_runtime::program::Program::new(graph).expect("program");
+    println!("Program::new (JSON Schema validators): {}", rss());
+    let _engine =
+        rt.block_on(async { mcpgraph_runtime::engine::Engine::new(program).expect("engine") });
+    println!("Engine (workers): {}", rss());
+}
