@@ -30,20 +30,19 @@ fn build(graph: &Path, out: &Path, flags: &[&str]) {
 
 /// The shared corpus runner, for one graph, against a server that ignores the graph argument.
 fn corpus(name: &str, binary: &Path) {
-    let runner = common::shared_dir().join("tools/run-conformance.py");
-    let output = Command::new("python3")
-        .arg(runner)
-        .args(["--only", name, "--", "sh", "-c", "exec \"$0\""])
-        .arg(binary)
-        .arg("{yaml}")
-        .output()
-        .expect("python3 runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    println!("{stdout}");
-    assert!(
-        output.status.success() && stdout.contains(" passed, 0 failed"),
-        "{name} on {}:\n{stdout}",
-        binary.display()
+    let binary = binary.to_string_lossy();
+    common::run_shared_runner(
+        "run-conformance.py",
+        &[
+            "--only",
+            name,
+            "--",
+            "sh",
+            "-c",
+            "exec \"$0\"",
+            &binary,
+            "{yaml}",
+        ],
     );
 }
 

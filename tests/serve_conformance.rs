@@ -4,21 +4,9 @@
 mod common;
 
 fn run_corpus(command: &[&str]) {
-    let runner = common::shared_dir().join("tools/run-conformance.py");
-    let output = std::process::Command::new("python3")
-        .arg(&runner)
-        .arg("--")
-        .args(command)
-        .output()
-        .expect("python3 runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    println!("{stdout}");
-    assert!(
-        output.status.success(),
-        "graph corpus failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
+    let mut args = vec!["--"];
+    args.extend_from_slice(command);
+    common::run_shared_runner("run-conformance.py", &args);
 }
 
 #[test]

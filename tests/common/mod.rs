@@ -21,6 +21,24 @@ pub fn shared_dir() -> PathBuf {
     }
 }
 
+/// Runs one of the shared corpus runners (`../shared/tools/NAME`) with `args` and requires it to
+/// end with "N passed, 0 failed"; returns its output.
+pub fn run_shared_runner<S: AsRef<std::ffi::OsStr>>(name: &str, args: &[S]) -> String {
+    let output = Command::new("python3")
+        .arg(shared_dir().join("tools").join(name))
+        .args(args)
+        .output()
+        .expect("python3 runs");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    println!("{stdout}");
+    assert!(
+        output.status.success() && stdout.contains(" passed, 0 failed"),
+        "{name} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
+
 pub fn mcpgraph() -> &'static str {
     env!("CARGO_BIN_EXE_mcpgraph")
 }
