@@ -23,8 +23,13 @@ fn main() {
             .and_then(|a| a.parse().ok())
             .unwrap_or(1000),
     );
+    // An optional second argument keeps only the cases whose name contains it (for profiling).
+    let only = std::env::args().nth(2).unwrap_or_default();
     for case in cases {
         let name = case["name"].as_str().unwrap_or_default();
+        if !name.contains(&only) {
+            continue;
+        }
         let expr = Expr::parse(case["expr"].as_str().unwrap_or_default()).expect("the case parses");
         let names: HashMap<String, NodeId> = [
             ("entry_sum".to_string(), NodeId(0)),
