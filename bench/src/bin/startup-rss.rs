@@ -49,7 +49,15 @@ fn main() {
     println!("tokio runtime: {}", rss());
     let program = mcpgraph_runtime::program::Program::new(graph).expect("program");
     println!("Program::new (JSON Schema validators): {}", rss());
-    let _engine =
+    let engine =
         rt.block_on(async { mcpgraph_runtime::engine::Engine::new(program).expect("engine") });
     println!("Engine (workers): {}", rss());
+    let tool = engine.program().graph.tools[0].name.clone();
+    let args: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(&std::env::args().nth(2).unwrap_or_else(|| "{}".into()))
+            .expect("JSON args");
+    for _ in 0..1000 {
+        let _ = rt.block_on(engine.call(&tool, args.clone(), Default::default(), None));
+    }
+    println!("after 1000 calls of {tool}: {}", rss());
 }
