@@ -100,6 +100,9 @@ impl Engine {
             return Err(CallError::Cancelled);
         };
         let cancel = combine(&cancel, &self.shutdown, self.downstream.handle());
+        // Cancelling the combined token when the call ends lets the task that combines the
+        // tokens finish; without it every call would leave that task behind.
+        let _finished = cancel.clone().drop_guard();
         let result = if tool.pure {
             // No downstream call: the run never awaits, so it completes in one poll right here,
             // and none of its (!Send) values outlives this synchronous block.
@@ -174,7 +177,8 @@ impl Engine {
     }
 }
 
-/// A token cancelled when either input token is.
+/// A token cancelled when either input token is (a task watches `a` until the returned token is
+/// cancelled: the caller cancels it when done with it).
 fn combine(
     a: &CancellationToken,
     b: &CancellationToken,

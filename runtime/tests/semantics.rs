@@ -207,3 +207,31 @@ fn var_values_are_data() {
         "no"
     );
 }
+
+/// A finished call leaves no task behind (each call used to leave its token-combining task).
+#[test]
+fn calls_leave_no_tasks_behind() {
+    let text = "version: \"1.0\"\nserver: { name: t, version: \"1\" }\ntools:\n  - name: p\n    description: d\n    inputSchema: { type: object }\n    nodes:\n      - { id: entry, type: entry, next: exit }\n      - { id: exit, type: exit }\n";
+    let graph = compile(&SourceFile::new("t.yaml", text), None)
+        .graph
+        .expect("checks");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let alive = rt.block_on(async {
+        let engine = Engine::new(Program::new(graph).unwrap()).unwrap();
+        for _ in 0..200 {
+            engine
+                .call("p", serde_json::Map::new(), CancellationToken::new(), None)
+                .await
+                .unwrap();
+        }
+        // Let the watchers observe their cancellation.
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks()
+    });
+    assert!(alive < 10, "{alive} tasks still alive after 200 calls");
+}
