@@ -157,12 +157,13 @@ pub struct Expr {
 }
 
 impl Expr {
-    /// Parses an expression; the error text is jsonata-core's message.
+    /// Parses an expression (with the rewrites of [`crate::fuse`]); the error text is
+    /// jsonata-core's message.
     pub fn parse(source: &str) -> Result<Expr, String> {
         jsonata_core::parser::parse(source)
             .map(|ast| Expr {
                 source: source.to_string(),
-                ast: Arc::new(ast),
+                ast: Arc::new(crate::fuse::fuse(ast)),
             })
             .map_err(|e| readable_parse_error(&e.to_string()))
     }

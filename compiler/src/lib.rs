@@ -11,6 +11,7 @@ pub mod check;
 #[cfg(feature = "codegen")]
 pub mod codegen;
 pub mod diagnostics;
+pub mod fuse;
 pub mod ir;
 pub mod logic;
 pub mod render;

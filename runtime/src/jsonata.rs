@@ -2,10 +2,12 @@
 //! registered as host functions, guard rails set, and errors in the original's words.
 
 use crate::history::{self, SharedHistory};
+use jsonata_core::ast::AstNode;
 use jsonata_core::evaluator::{
-    CancelToken, Context, Evaluator, EvaluatorOptions, error_code_prefix,
+    CancelToken, Context, Evaluator, EvaluatorOptions, HostFnResult, error_code_prefix,
 };
 use jsonata_core::value::JValue;
+use mcpgraph_compiler::fuse::COUNT_SPLIT;
 use mcpgraph_compiler::ir::Expr;
 
 /// Bounds no graph expression should reach; they turn a runaway expression into an error.
@@ -64,6 +66,8 @@ impl Jsonata {
             context.bind(name, value);
         }
         let mut evaluator = Evaluator::with_options(context, options);
+        // Not a built-in's name, so registration cannot fail.
+        let _ = evaluator.register_fn(COUNT_SPLIT, count_split);
         if let Some(history) = history {
             for (name, function) in history::functions(history) {
                 // The names are ours and not built-ins, so registration cannot fail.
@@ -84,6 +88,36 @@ impl Jsonata {
             }
         })
     }
+}
+
+/// `$count($split(x, separator))` as fused by [`mcpgraph_compiler::fuse`]: for a string, the
+/// number of pieces without building them; for anything else, the original call evaluated.
+fn count_split(args: &[JValue]) -> HostFnResult {
+    match args {
+        [JValue::String(s), JValue::String(separator)] if !separator.is_empty() => {
+            let separators = match separator.as_bytes() {
+                [byte] => s.bytes().filter(|b| b == byte).count(),
+                _ => s.matches(&**separator).count(),
+            };
+            Ok(JValue::Number((separators + 1) as f64))
+        }
+        _ => unfused_count_split(args),
+    }
+}
+
+fn unfused_count_split(args: &[JValue]) -> HostFnResult {
+    thread_local! {
+        static UNFUSED: AstNode = jsonata_core::parser::parse("$count($split($x, $separator))")
+            .expect("a fixed expression parses");
+    }
+    // The rewrite passes two arguments; a graph calling the function by name may not.
+    let arg = |i: usize| args.get(i).cloned().unwrap_or(JValue::Undefined);
+    let mut context = Context::new();
+    context.bind("x".to_string(), arg(0));
+    context.bind("separator".to_string(), arg(1));
+    UNFUSED.with(|ast| {
+        Evaluator::with_options(context, EvaluatorOptions::default()).evaluate(ast, &JValue::Null)
+    })
 }
 
 /// jsonata-js writes the operator of T2001/T2002 quoted (`the "+" operator`); jsonata-core
@@ -135,5 +169,56 @@ mod tests {
         assert_eq!(js_message("custom failure"), "custom failure");
         assert_eq!(message("T2001: boom"), "boom");
         assert_eq!(error_code("Invalid syntax: T1006: x"), Some("T1006"));
+    }
+
+    /// The fused `$count($split(..))` answers as the unfused call does, errors included.
+    #[test]
+    fn fused_count_split_answers_as_the_original_call() {
+        let data = crate::value::to_jvalue(&serde_json::json!({
+            "lines": "a\nb\n\nc\n", "empty": "", "one": "abc", "emoji": "1💩2💩💩3",
+            "n": 12345, "list": ["a\nb", "c"], "single": ["x\ny"], "obj": {"k": "v"},
+            "nul": null, "t": true
+        }));
+        let mut jsonata = Jsonata::new(None, Settings::default());
+        let mut cases = 0;
+        for subject in [
+            "lines",
+            "empty",
+            "one",
+            "emoji",
+            "n",
+            "list",
+            "single",
+            "obj",
+            "nul",
+            "t",
+            "missing",
+            "list[0]",
+            "\"\"",
+            "$string(n)",
+        ] {
+            for separator in ["\n", "💩", "b", "ab", "zz"] {
+                let source = format!("$count($split({subject}, \"{separator}\"))");
+                let fused = Expr::parse(&source).unwrap();
+                assert!(
+                    format!("{:?}", fused.ast).contains(COUNT_SPLIT),
+                    "{source} is fused"
+                );
+                let plain = Expr {
+                    source: source.clone(),
+                    ast: std::sync::Arc::new(jsonata_core::parser::parse(&source).unwrap()),
+                };
+                assert_eq!(
+                    jsonata.eval(&fused, &data),
+                    jsonata.eval(&plain, &data),
+                    "{source}"
+                );
+                cases += 1;
+            }
+        }
+        assert_eq!(cases, 70);
+        // Called by name with the wrong arity: an error, not a panic.
+        let direct = Expr::parse(&format!("${COUNT_SPLIT}(1)")).unwrap();
+        assert!(jsonata.eval(&direct, &data).is_err());
     }
 }
