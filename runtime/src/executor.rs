@@ -10,6 +10,7 @@ use crate::jsonata::{EvalError, Jsonata, Settings};
 use crate::jsonlogic::{self, Vars};
 use crate::program::Program;
 use crate::value::{to_json, to_jvalue};
+use crate::watchdog;
 use jsonata_core::evaluator::CancelToken;
 use jsonata_core::value::JValue;
 use mcpgraph_compiler::ir::{Expr, Node, NodeId, NodeKind, Template, Tool};
@@ -90,12 +91,13 @@ pub async fn run(
         tool_ir.nodes.len(),
     )));
     let evaluation_cancel = CancelToken::new();
-    // A client's cancellation also stops a long JSONata evaluation in flight, from another thread.
-    let _watch = CancelWatch::start(&env.cancel, &evaluation_cancel);
+    // The watchdog stops an evaluation in flight at the time limit or when the client cancels;
+    // without it (no thread), jsonata-core bounds each evaluation by reading the clock.
+    let watch = watchdog::watch(deadline, &env.cancel, &evaluation_cancel);
     let mut jsonata = Jsonata::new(
         Some(&history),
         Settings {
-            timeout_ms: Some(limits.max_execution_time_ms),
+            timeout_ms: watch.is_none().then_some(limits.max_execution_time_ms),
             cancel: Some(evaluation_cancel),
             ..Settings::default()
         },
@@ -191,7 +193,7 @@ pub async fn run(
             Err(message) => {
                 // An evaluation stopped by the run's time limit or cancellation reads as such.
                 if started.elapsed().as_millis() as u64 >= limits.max_execution_time_ms
-                    && message.contains("timeout")
+                    && (message.contains("timeout") || message.contains("Evaluation cancelled"))
                 {
                     return Err(fail(
                         None,
@@ -354,29 +356,4 @@ fn evaluate_template(
             Some(Value::Array(out))
         }
     })
-}
-
-/// Trips the JSONata cancel token when the run's cancellation token fires. The watcher runs on
-/// the current runtime and ends with the run.
-struct CancelWatch(Option<tokio::task::JoinHandle<()>>);
-
-impl CancelWatch {
-    fn start(run: &CancellationToken, evaluation: &CancelToken) -> Self {
-        let (run, evaluation) = (run.clone(), evaluation.clone());
-        match tokio::runtime::Handle::try_current() {
-            Ok(handle) => CancelWatch(Some(handle.spawn(async move {
-                run.cancelled().await;
-                evaluation.cancel();
-            }))),
-            Err(_) => CancelWatch(None),
-        }
-    }
-}
-
-impl Drop for CancelWatch {
-    fn drop(&mut self) {
-        if let Some(task) = self.0.take() {
-            task.abort();
-        }
-    }
 }

@@ -17,6 +17,7 @@ pub mod serve;
 pub mod server;
 pub mod standalone;
 pub mod value;
+pub mod watchdog;
 
 /// What generated code (built servers, `graph!`) refers to, through absolute paths. Not a stable
 /// API: it changes with the generator.

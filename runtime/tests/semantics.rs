@@ -235,3 +235,101 @@ fn calls_leave_no_tasks_behind() {
     });
     assert!(alive < 10, "{alive} tasks still alive after 200 calls");
 }
+
+/// A transform that would evaluate for minutes. `worker`: the tool also has an (unreached) mcp
+/// node, so it runs on a worker thread instead of inline.
+fn runaway_graph(worker: bool) -> mcpgraph_compiler::Graph {
+    let servers = if worker {
+        "mcpServers:\n  never: { command: \"/nonexistent/never-started\" }\n"
+    } else {
+        ""
+    };
+    let extra = if worker {
+        "      - { id: unreached, type: mcp, server: never, tool: t, args: {}, next: exit }\n"
+    } else {
+        ""
+    };
+    let switch_target = if worker { "unreached" } else { "exit" };
+    let text = format!(
+        r#"version: "1.0"
+server: {{ name: t, version: "1" }}
+executionLimits: {{ maxExecutionTimeMs: 300 }}
+{servers}tools:
+  - name: spin
+    description: d
+    inputSchema: {{ type: object }}
+    nodes:
+      - {{ id: entry, type: entry, next: work }}
+      - id: work
+        type: transform
+        transform:
+          expr: '$sum($map([1..2000], function($a) {{ $sum($map([1..2000], function($b) {{ $sum($map([1..2000], function($c) {{ $a + $b + $c }})) }})) }}))'
+        next: route
+      - id: route
+        type: switch
+        conditions:
+          - {{ rule: {{ "==": [1, 2] }}, target: {switch_target} }}
+          - target: exit
+{extra}      - {{ id: exit, type: exit }}
+"#
+    );
+    let checked = compile(&SourceFile::new("t.yaml", text), None);
+    checked
+        .graph
+        .unwrap_or_else(|| panic!("graph does not check: {:?}", checked.diagnostics))
+}
+
+/// Runs the runaway tool; `cancel_after` cancels the call from outside after that long.
+fn run_runaway(worker: bool, cancel_after: Option<u64>) -> (Result<Value, CallError>, u128) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let engine = Engine::new(Program::new(runaway_graph(worker)).unwrap()).unwrap();
+        let cancel = CancellationToken::new();
+        if let Some(ms) = cancel_after {
+            let cancel = cancel.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(ms));
+                cancel.cancel();
+            });
+        }
+        let started = std::time::Instant::now();
+        let result = engine
+            .call("spin", serde_json::Map::new(), cancel, None)
+            .await;
+        (result, started.elapsed().as_millis())
+    })
+}
+
+/// The time limit stops a JSONata evaluation in flight, on the caller's thread and on a worker.
+#[test]
+fn the_time_limit_stops_an_evaluation_in_flight() {
+    for worker in [false, true] {
+        let (result, ms) = run_runaway(worker, None);
+        let message = result.expect_err("the run is stopped").to_string();
+        assert!(
+            message.contains("maximum execution time (300ms) reached"),
+            "worker={worker}: {message}"
+        );
+        assert!(ms < 3000, "worker={worker}: stopped only after {ms} ms");
+    }
+}
+
+/// Cancelling the call stops a JSONata evaluation in flight, on the caller's thread and on a
+/// worker.
+#[test]
+fn cancellation_stops_an_evaluation_in_flight() {
+    for worker in [false, true] {
+        let (result, ms) = run_runaway(worker, Some(100));
+        assert!(
+            matches!(result, Err(CallError::Cancelled))
+                || result
+                    .as_ref()
+                    .is_err_and(|e| e.to_string().contains("cancelled")),
+            "worker={worker}: {result:?}"
+        );
+        assert!(ms < 250, "worker={worker}: stopped only after {ms} ms");
+    }
+}
