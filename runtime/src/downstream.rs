@@ -95,10 +95,6 @@ impl Downstream {
         }
     }
 
-    pub fn handle(&self) -> &tokio::runtime::Handle {
-        &self.handle
-    }
-
     /// Calls `tool` on server `id`; the node output as §3.3 of the contract extracts it.
     pub async fn call(
         &self,

@@ -3,7 +3,7 @@
 
 use crate::downstream::Downstream;
 pub use crate::executor::NodeObserver;
-use crate::executor::{self, RunEnv, RunError, RunErrorKind};
+use crate::executor::{self, Cancel, RunEnv, RunError, RunErrorKind};
 use crate::pool::Pool;
 use crate::program::Program;
 use crate::value::to_json;
@@ -99,10 +99,7 @@ impl Engine {
         let Value::Object(args) = args else {
             return Err(CallError::Cancelled);
         };
-        let cancel = combine(&cancel, &self.shutdown, self.downstream.handle());
-        // Cancelling the combined token when the call ends lets the task that combines the
-        // tokens finish; without it every call would leave that task behind.
-        let _finished = cancel.clone().drop_guard();
+        let cancel = Cancel::new(cancel, self.shutdown.clone());
         let result = if tool.pure {
             // No downstream call: the run never awaits, so it completes in one poll right here,
             // and none of its (!Send) values outlives this synchronous block.
@@ -175,22 +172,4 @@ impl Engine {
         self.shutdown.cancel();
         self.downstream.shutdown().await;
     }
-}
-
-/// A token cancelled when either input token is (a task watches `a` until the returned token is
-/// cancelled: the caller cancels it when done with it).
-fn combine(
-    a: &CancellationToken,
-    b: &CancellationToken,
-    handle: &tokio::runtime::Handle,
-) -> CancellationToken {
-    let combined = b.child_token();
-    let (a, c) = (a.clone(), combined.clone());
-    handle.spawn(async move {
-        tokio::select! {
-            () = a.cancelled() => c.cancel(),
-            () = c.cancelled() => {}
-        }
-    });
-    combined
 }

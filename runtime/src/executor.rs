@@ -26,9 +26,35 @@ use tokio_util::sync::CancellationToken;
 pub struct RunEnv {
     pub downstream: Arc<Downstream>,
     /// Cancelled when the client cancels the call or the server shuts down.
-    pub cancel: CancellationToken,
+    pub cancel: Cancel,
     /// Called after each executed node.
     pub on_node: Option<NodeObserver>,
+}
+
+/// A run's cancellation: the client cancelling the call, or the server shutting down. Two tokens
+/// looked at together, so no task has to combine them into one.
+#[derive(Clone, Default)]
+pub struct Cancel {
+    call: CancellationToken,
+    shutdown: CancellationToken,
+}
+
+impl Cancel {
+    pub fn new(call: CancellationToken, shutdown: CancellationToken) -> Cancel {
+        Cancel { call, shutdown }
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.call.is_cancelled() || self.shutdown.is_cancelled()
+    }
+
+    /// Completes when either token is cancelled.
+    pub async fn cancelled(&self) {
+        tokio::select! {
+            () = self.call.cancelled() => {}
+            () = self.shutdown.cancelled() => {}
+        }
+    }
 }
 
 /// Called after each executed node of a call (progress notifications, `--trace`).

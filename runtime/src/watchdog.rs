@@ -14,7 +14,7 @@ use jsonata_core::evaluator::CancelToken;
 use std::collections::HashMap;
 use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
-use tokio_util::sync::CancellationToken;
+use crate::executor::Cancel;
 
 /// How often cancellation by the client is looked for while runs are registered.
 const POLL: Duration = Duration::from_millis(10);
@@ -29,7 +29,7 @@ pub struct Watch {
 
 struct Entry {
     deadline: Instant,
-    run: CancellationToken,
+    run: Cancel,
     evaluation: CancelToken,
 }
 
@@ -65,7 +65,7 @@ fn watchdog() -> Option<&'static Watchdog> {
 /// Trips `evaluation` at `deadline` or as soon as `run` is cancelled, until the returned [`Watch`]
 /// is dropped. `None` when the watchdog thread could not be started: the caller bounds its
 /// evaluations some other way.
-pub fn watch(deadline: Instant, run: &CancellationToken, evaluation: &CancelToken) -> Option<Watch> {
+pub fn watch(deadline: Instant, run: &Cancel, evaluation: &CancelToken) -> Option<Watch> {
     let dog = watchdog()?;
     let mut state = dog.lock();
     let id = state.next_id;
@@ -137,13 +137,15 @@ impl Watchdog {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio_util::sync::CancellationToken;
 
     #[test]
     fn trips_at_the_deadline_and_on_cancellation_and_not_after_drop() {
-        let run = CancellationToken::new();
+        let run = Cancel::default();
         let at_deadline = CancelToken::new();
         let _a = watch(Instant::now() + Duration::from_millis(30), &run, &at_deadline).unwrap();
-        let other_run = CancellationToken::new();
+        let shutdown = CancellationToken::new();
+        let other_run = Cancel::new(CancellationToken::new(), shutdown.clone());
         let on_cancel = CancelToken::new();
         let _b = watch(Instant::now() + Duration::from_secs(60), &other_run, &on_cancel).unwrap();
         let dropped = CancelToken::new();
@@ -157,11 +159,11 @@ mod tests {
         }
         assert!(at_deadline.is_cancelled(), "the deadline trips the token");
         assert!(!on_cancel.is_cancelled());
-        other_run.cancel();
+        shutdown.cancel();
         while !on_cancel.is_cancelled() && Instant::now() < until {
             std::thread::sleep(Duration::from_millis(1));
         }
-        assert!(on_cancel.is_cancelled(), "the client's cancellation trips the token");
+        assert!(on_cancel.is_cancelled(), "cancellation (here: shutdown) trips the token");
         std::thread::sleep(Duration::from_millis(20));
         assert!(!dropped.is_cancelled(), "a dropped watch is forgotten");
     }

@@ -56,6 +56,14 @@ fn main() {
     let args: serde_json::Map<String, serde_json::Value> =
         serde_json::from_str(&std::env::args().nth(2).unwrap_or_else(|| "{}".into()))
             .expect("JSON args");
+    // Part of the first call's validator build, alone: jsonschema checks a schema against its
+    // draft's meta-schema before compiling it (no switch turns this off).
+    if std::env::var_os("STARTUP_RSS_META_FIRST").is_some() {
+        let _ = jsonschema::meta::is_valid(&serde_json::json!({"type": "string"}));
+        println!("the 2020-12 meta-schema validator alone: {}", rss());
+    }
+    let _ = rt.block_on(engine.call(&tool, args.clone(), Default::default(), None));
+    println!("after the first call of {tool}: {}", rss());
     for _ in 0..1000 {
         let _ = rt.block_on(engine.call(&tool, args.clone(), Default::default(), None));
     }
