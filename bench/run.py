@@ -51,11 +51,12 @@ def build_servers():
     cold = not os.path.isdir(os.path.join(cache, "target"))
     env = dict(os.environ, MCPGRAPH_CACHE_DIR=cache)
     bins, times = {}, []
-    graphs = [("transform", "bench/graphs/transform.yaml"), ("loop", "examples/loop.yaml"), ("concurrent", "bench/graphs/slow.yaml")]
-    for name, graph in graphs:
+    graphs = [("transform", "bench/graphs/transform.yaml", []), ("loop", "examples/loop.yaml", []),
+              ("concurrent", "bench/graphs/slow.yaml", []), ("transform-small", "bench/graphs/transform.yaml", ["--small"])]
+    for name, graph, flags in graphs:
         out = os.path.join(WORK, "bin", name)
         t0 = time.monotonic()
-        run([MCPGRAPH, "build", graph, "-o", out], cwd=ROOT, env=env, stderr=subprocess.DEVNULL)
+        run([MCPGRAPH, "build", *flags, graph, "-o", out], cwd=ROOT, env=env, stderr=subprocess.DEVNULL)
         times.append(time.monotonic() - t0)
         bins[name] = out
     return bins, times, cold
@@ -133,7 +134,7 @@ def main():
     transform = os.path.join(ROOT, "bench", "graphs", "transform.yaml")
     loop = os.path.join(ROOT, "examples", "loop.yaml")
     slow = os.path.join(ROOT, "bench", "graphs", "slow.yaml")
-    servers = {"original": original, "serve": serve, "built": built("transform"), "floor": floor}
+    servers = {"original": original, "serve": serve, "built": built("transform"), "floor": floor, "small": built("transform-small")}
     r = {}
     for name, cmd in servers.items():
         log(f"transform tool, cold start and 1000 calls: {name}")
@@ -171,11 +172,13 @@ def main():
     lines.append(f"| n=900 ÷ n=100 (linear ≈ 9) | {l900('original') / l100('original'):.1f} | {l900('serve') / l100('serve'):.1f} | {l900('built') / l100('built'):.1f} | | |")
     rss = lambda name: med("transform", name, "rss_after_kib_median") / 1024
     lines.append(f"| resident memory after {100 if q else 1000} calls | {rss('original'):.1f} MiB | {rss('serve'):.1f} MiB | {rss('built'):.1f} MiB | {rss('floor'):.1f} MiB | {ratio(rss('original'), rss('built'))} |")
+    lines.append(f"| resident memory after {100 if q else 1000} calls, built with `--small` | {rss('original'):.1f} MiB | | {rss('small'):.1f} MiB | {rss('floor'):.1f} MiB | {ratio(rss('original'), rss('small'))} |")
+    lines.append(f"| transform tool p50, built with `--small` | {med('transform', 'original', 'latency_median_ms_median'):.3f} ms | | {med('transform', 'small', 'latency_median_ms_median'):.3f} ms | {med('transform', 'floor', 'latency_median_ms_median'):.3f} ms | {ratio(med('transform', 'original', 'latency_median_ms_median'), med('transform', 'small', 'latency_median_ms_median'))} |")
     lrss = lambda name: med("loop100", name, "rss_after_kib_median") / 1024
     lines.append(f"| resident memory after the n=100 loop calls | {lrss('original'):.1f} MiB | {lrss('serve'):.1f} MiB | {lrss('built'):.1f} MiB | | {ratio(lrss('original'), lrss('built'))} |")
     tput = lambda name: 50 / conc[name][0]
     lines.append(f"| 50 concurrent calls (a 43-node loop each): calls/s, wrong or failed answers | {tput('original'):.0f}/s, {conc['original'][1]} wrong | {tput('serve'):.0f}/s, {conc['serve'][1]} wrong | {tput('built'):.0f}/s, {conc['built'][1]} wrong | | {ratio(tput('built'), tput('original'))} |")
-    lines.append(f"| build time: first graph{' (cold: empty cache)' if cold_build else ' (cache warm)'}, second graph | | | {build_times[0]:.1f} s, {build_times[1]:.1f} s | | |")
+    lines.append(f"| build time: first graph{' (cold: empty cache)' if cold_build else ' (cache warm)'}, second graph; with `--small` | | | {build_times[0]:.1f} s, {build_times[1]:.1f} s; {build_times[3]:.1f} s | | |")
     lines.append("")
     lines.append("JSONata micro-benchmarks (ns per evaluation, pre-parsed expression; ours with the history functions registered, as in a run):")
     lines.append("")

@@ -51,11 +51,30 @@ struct Dependency {
 
 #[derive(Serialize)]
 struct Profile {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    inherits: Option<&'static str>,
     #[serde(rename = "opt-level")]
-    opt_level: u8,
+    opt_level: OptLevel,
     debug: bool,
     strip: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lto: Option<&'static str>,
+    #[serde(rename = "codegen-units", skip_serializing_if = "Option::is_none")]
+    codegen_units: Option<u32>,
 }
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum OptLevel {
+    Speed(u8),
+    Size(&'static str),
+}
+
+/// The cargo profile `build --small` uses: the whole program optimised for size at link time.
+/// Measured on the transform benchmark graph: resident memory after 1000 calls 15.5 → 10.2 MiB
+/// (the code pages a call touches), the same call latency and loop speed as `release`, but every
+/// build re-optimises the whole runtime (about 2 minutes on 2 cores instead of 1 second).
+pub const SMALL_PROFILE: &str = "small";
 
 /// Where the vendored runtime goes relative to (or for `build`, outside) the crate.
 pub enum VendorAt {
@@ -125,14 +144,30 @@ pub fn emit(
                 version: format!("={VERSION}"),
             },
         )]),
-        profile: BTreeMap::from([(
-            "release",
-            Profile {
-                opt_level: 3,
-                debug: false,
-                strip: true,
-            },
-        )]),
+        profile: BTreeMap::from([
+            (
+                "release",
+                Profile {
+                    inherits: None,
+                    opt_level: OptLevel::Speed(3),
+                    debug: false,
+                    strip: true,
+                    lto: None,
+                    codegen_units: None,
+                },
+            ),
+            (
+                SMALL_PROFILE,
+                Profile {
+                    inherits: Some("release"),
+                    opt_level: OptLevel::Size("s"),
+                    debug: false,
+                    strip: true,
+                    lto: Some("fat"),
+                    codegen_units: Some(1),
+                },
+            ),
+        ]),
         // Its own workspace, even when emitted inside another project.
         workspace: BTreeMap::from([("members", Vec::new())]),
     };
