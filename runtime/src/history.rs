@@ -72,10 +72,17 @@ impl History {
             list.push(index);
         }
         if let Some(map) = self.context.as_object_mut() {
-            map.shift_remove(id);
             // An undefined output leaves the node absent from the context, as in the original
             // (JavaScript drops undefined members when the context object is read).
-            if !record.output.is_undefined() {
+            if record.output.is_undefined() {
+                map.shift_remove(id);
+            } else if let Some(at) = map.get_index_of(id) {
+                // A node run before (every loop iteration): one lookup, no new key.
+                map.move_index(at, 0);
+                if let Some((_, value)) = map.get_index_mut(0) {
+                    *value = record.output.clone();
+                }
+            } else {
                 map.shift_insert(0, id.to_string(), record.output.clone());
             }
         }
@@ -190,4 +197,54 @@ fn signature_error(argument: usize, function: &str) -> EvaluatorError {
     EvaluatorError::TypeError(format!(
         "T0410: Argument {argument} of function \"{function}\" does not match function signature"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn keys(history: &History) -> Vec<String> {
+        match history.context() {
+            JValue::Object(map) => map.keys().map(|k| k.to_string()).collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The context keeps each node's latest output, newest first, whether the node is new, run
+    /// again (a loop), or its output is undefined (absent).
+    #[test]
+    fn the_context_is_newest_first_with_latest_outputs() {
+        let names: HashMap<String, NodeId> = [("a", 0), ("b", 1), ("c", 2)]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), NodeId(v)))
+            .collect();
+        let mut history = History::new(Arc::new(names), 3);
+        let mut push = |h: &mut History, id: &str, node: u32, output: JValue| {
+            h.push(
+                id,
+                Record {
+                    node: NodeId(node),
+                    output,
+                    start: Duration::ZERO,
+                    duration: Duration::ZERO,
+                },
+            )
+        };
+        push(&mut history, "a", 0, JValue::from(1.0));
+        push(&mut history, "b", 1, JValue::from(2.0));
+        push(&mut history, "c", 2, JValue::from(3.0));
+        assert_eq!(keys(&history), ["c", "b", "a"]);
+        push(&mut history, "a", 0, JValue::from(4.0));
+        assert_eq!(keys(&history), ["a", "c", "b"]);
+        push(&mut history, "b", 1, JValue::from(5.0));
+        assert_eq!(keys(&history), ["b", "a", "c"]);
+        if let JValue::Object(map) = history.context() {
+            assert_eq!(map.get("a"), Some(&JValue::from(4.0)));
+            assert_eq!(map.get("b"), Some(&JValue::from(5.0)));
+        }
+        push(&mut history, "a", 0, JValue::Undefined);
+        assert_eq!(keys(&history), ["b", "c"]);
+        assert_eq!(history.execution_count("a"), 3);
+    }
 }

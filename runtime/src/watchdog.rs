@@ -10,11 +10,11 @@
 //! The thread sleeps until the earliest deadline, waking every [`POLL`] to look for cancelled
 //! runs while any run is registered, and stops polling after [`LINGER`] without runs.
 
+use crate::executor::Cancel;
 use jsonata_core::evaluator::CancelToken;
 use std::collections::HashMap;
 use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
-use crate::executor::Cancel;
 
 /// How often cancellation by the client is looked for while runs are registered.
 const POLL: Duration = Duration::from_millis(10);
@@ -143,11 +143,21 @@ mod tests {
     fn trips_at_the_deadline_and_on_cancellation_and_not_after_drop() {
         let run = Cancel::default();
         let at_deadline = CancelToken::new();
-        let _a = watch(Instant::now() + Duration::from_millis(30), &run, &at_deadline).unwrap();
+        let _a = watch(
+            Instant::now() + Duration::from_millis(30),
+            &run,
+            &at_deadline,
+        )
+        .unwrap();
         let shutdown = CancellationToken::new();
         let other_run = Cancel::new(CancellationToken::new(), shutdown.clone());
         let on_cancel = CancelToken::new();
-        let _b = watch(Instant::now() + Duration::from_secs(60), &other_run, &on_cancel).unwrap();
+        let _b = watch(
+            Instant::now() + Duration::from_secs(60),
+            &other_run,
+            &on_cancel,
+        )
+        .unwrap();
         let dropped = CancelToken::new();
         drop(watch(Instant::now() + Duration::from_millis(5), &run, &dropped).unwrap());
 
@@ -163,7 +173,10 @@ mod tests {
         while !on_cancel.is_cancelled() && Instant::now() < until {
             std::thread::sleep(Duration::from_millis(1));
         }
-        assert!(on_cancel.is_cancelled(), "cancellation (here: shutdown) trips the token");
+        assert!(
+            on_cancel.is_cancelled(),
+            "cancellation (here: shutdown) trips the token"
+        );
         std::thread::sleep(Duration::from_millis(20));
         assert!(!dropped.is_cancelled(), "a dropped watch is forgotten");
     }
