@@ -220,7 +220,7 @@ mod tests {
             .map(|(k, v)| (k.to_string(), NodeId(v)))
             .collect();
         let mut history = History::new(Arc::new(names), 3);
-        let mut push = |h: &mut History, id: &str, node: u32, output: JValue| {
+        let push = |h: &mut History, id: &str, node: u32, output: JValue| {
             h.push(
                 id,
                 Record {
