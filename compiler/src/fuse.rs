@@ -21,14 +21,14 @@ const BUILTINS: &[&str] = &["count", "split", COUNT_SPLIT];
 /// Applies every rewrite to `ast`, unless the expression could rebind a name involved.
 pub fn fuse(mut ast: AstNode) -> AstNode {
     let mut rebinds = false;
-    visit(&ast, &mut |node| {
+    visit(&mut ast, &mut |node| {
         rebinds |= match node {
             AstNode::Variable(name) => BUILTINS.contains(&name.as_str()),
             AstNode::Lambda { params, .. } => params.iter().any(|p| BUILTINS.contains(&p.as_str())),
             _ => false,
         };
     });
-    visit_steps(&ast, &mut |step| {
+    visit_steps(&mut ast, &mut |step| {
         rebinds |= [&step.focus, &step.index_var]
             .into_iter()
             .flatten()
@@ -83,101 +83,21 @@ fn rewrite(node: &mut AstNode) {
 }
 
 /// Calls `f` on every node of the tree, parents first.
-fn visit(node: &AstNode, f: &mut dyn FnMut(&AstNode)) {
+fn visit(node: &mut AstNode, f: &mut dyn FnMut(&AstNode)) {
     f(node);
-    children(node, &mut |child| visit(child, f));
+    children_mut(node, &mut |child| visit(child, f));
 }
 
 /// Calls `f` on every path step of the tree.
-fn visit_steps(node: &AstNode, f: &mut dyn FnMut(&PathStep)) {
+fn visit_steps(node: &mut AstNode, f: &mut dyn FnMut(&PathStep)) {
     if let AstNode::Path { steps } = node {
         steps.iter().for_each(&mut *f);
     }
-    children(node, &mut |child| visit_steps(child, f));
+    children_mut(node, &mut |child| visit_steps(child, f));
 }
 
-/// The direct children of a node, in no particular order.
-fn children<'a>(node: &'a AstNode, f: &mut dyn FnMut(&'a AstNode)) {
-    match node {
-        AstNode::String(_)
-        | AstNode::Name(_)
-        | AstNode::Number(_)
-        | AstNode::Boolean(_)
-        | AstNode::Null
-        | AstNode::Undefined
-        | AstNode::Placeholder
-        | AstNode::Regex { .. }
-        | AstNode::Variable(_)
-        | AstNode::ParentVariable(_)
-        | AstNode::Wildcard
-        | AstNode::Descendant
-        | AstNode::Parent(_) => {}
-        AstNode::Path { steps } => {
-            for step in steps {
-                f(&step.node);
-                for stage in &step.stages {
-                    if let Stage::Filter(filter) = stage {
-                        f(filter);
-                    }
-                }
-            }
-        }
-        AstNode::Binary { lhs, rhs, .. } => {
-            f(lhs);
-            f(rhs);
-        }
-        AstNode::Unary { operand, .. } => f(operand),
-        AstNode::Function { args, .. } => args.iter().for_each(f),
-        AstNode::Call { procedure, args } => {
-            f(procedure);
-            args.iter().for_each(f);
-        }
-        AstNode::Lambda { body, .. } => f(body),
-        AstNode::Array(items) | AstNode::Block(items) | AstNode::ArrayGroup(items) => {
-            items.iter().for_each(f)
-        }
-        AstNode::Object(pairs) => pairs.iter().for_each(|(k, v)| {
-            f(k);
-            f(v);
-        }),
-        AstNode::ObjectTransform { input, pattern } => {
-            f(input);
-            pattern.iter().for_each(|(k, v)| {
-                f(k);
-                f(v);
-            });
-        }
-        AstNode::Conditional {
-            condition,
-            then_branch,
-            else_branch,
-        } => {
-            f(condition);
-            f(then_branch);
-            if let Some(e) = else_branch {
-                f(e);
-            }
-        }
-        AstNode::FunctionApplication(inner) => f(inner),
-        AstNode::Sort { input, terms } => {
-            f(input);
-            terms.iter().for_each(|(t, _)| f(t));
-        }
-        AstNode::Transform {
-            location,
-            update,
-            delete,
-        } => {
-            f(location);
-            f(update);
-            if let Some(d) = delete {
-                f(d);
-            }
-        }
-    }
-}
-
-/// [`children`], mutably.
+/// The direct children of a node, in no particular order (mutably: the one walker serves both
+/// the scan and the rewrite).
 fn children_mut(node: &mut AstNode, f: &mut dyn FnMut(&mut AstNode)) {
     match node {
         AstNode::String(_)
@@ -263,10 +183,10 @@ mod tests {
     use super::*;
 
     fn fused(source: &str) -> bool {
-        let ast = fuse(jsonata_core::parser::parse(source).unwrap());
+        let mut ast = fuse(jsonata_core::parser::parse(source).unwrap());
         let mut found = false;
         visit(
-            &ast,
+            &mut ast,
             &mut |n| found |= matches!(n, AstNode::Function { name, .. } if name == COUNT_SPLIT),
         );
         found

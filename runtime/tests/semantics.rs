@@ -7,14 +7,19 @@ use mcpgraph_runtime::program::Program;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+/// The checked graph of a YAML text; a graph that does not check fails the test.
+fn checked(text: String) -> mcpgraph_compiler::Graph {
+    let checked = compile(&SourceFile::new("t.yaml", text), None);
+    checked
+        .graph
+        .unwrap_or_else(|| panic!("graph does not check: {:?}", checked.diagnostics))
+}
+
 /// Runs `tool` of a graph whose tools are given as YAML, with `args`.
 fn run(tools_yaml: &str, tool: &str, args: Value) -> Result<Value, CallError> {
     let text =
         format!("version: \"1.0\"\nserver: {{ name: t, version: \"1\" }}\ntools:\n{tools_yaml}");
-    let checked = compile(&SourceFile::new("t.yaml", text), None);
-    let graph = checked
-        .graph
-        .unwrap_or_else(|| panic!("graph does not check: {:?}", checked.diagnostics));
+    let graph = checked(text);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -212,9 +217,7 @@ fn var_values_are_data() {
 #[test]
 fn calls_leave_no_tasks_behind() {
     let text = "version: \"1.0\"\nserver: { name: t, version: \"1\" }\ntools:\n  - name: p\n    description: d\n    inputSchema: { type: object }\n    nodes:\n      - { id: entry, type: entry, next: exit }\n      - { id: exit, type: exit }\n";
-    let graph = compile(&SourceFile::new("t.yaml", text), None)
-        .graph
-        .expect("checks");
+    let graph = checked(text.to_string());
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -273,10 +276,7 @@ executionLimits: {{ maxExecutionTimeMs: {limit_ms} }}
 {extra}      - {{ id: exit, type: exit }}
 "#
     );
-    let checked = compile(&SourceFile::new("t.yaml", text), None);
-    checked
-        .graph
-        .unwrap_or_else(|| panic!("graph does not check: {:?}", checked.diagnostics))
+    checked(text)
 }
 
 /// Runs the runaway tool; `cancel_after` cancels the call from outside after that long.
