@@ -47,8 +47,7 @@ impl fmt::Display for Severity {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Diagnostic {
     pub severity: Severity,
-    /// Stable code: `E0xxx` for errors, `W0xxx` for warnings.
-    pub code: &'static str,
+    pub code: Code,
     pub message: String,
     pub span: Span,
     /// Text under the primary label.
@@ -57,31 +56,15 @@ pub struct Diagnostic {
 }
 
 impl Diagnostic {
-    fn error(
-        code: &'static str,
-        span: Span,
-        message: impl Into<String>,
-        label: impl Into<String>,
-    ) -> Self {
+    /// The severity comes from the code, so a constructor cannot disagree with the catalogue.
+    fn new(code: Code, span: Span, message: impl Into<String>, label: impl Into<String>) -> Self {
         Diagnostic {
-            severity: Severity::Error,
+            severity: code.severity(),
             code,
             message: message.into(),
             span,
             label: label.into(),
             help: None,
-        }
-    }
-
-    fn warning(
-        code: &'static str,
-        span: Span,
-        message: impl Into<String>,
-        label: impl Into<String>,
-    ) -> Self {
-        Diagnostic {
-            severity: Severity::Warning,
-            ..Diagnostic::error(code, span, message, label)
         }
     }
 
@@ -104,8 +87,8 @@ impl Diagnostic {
     // ---- E00xx: the file itself ---------------------------------------------------------------
 
     pub fn yaml_syntax(span: Span, message: String) -> Self {
-        Diagnostic::error(
-            "E0001",
+        Diagnostic::new(
+            Code::E0001,
             span,
             format!("YAML syntax error: {message}"),
             "here",
@@ -113,8 +96,8 @@ impl Diagnostic {
     }
 
     pub fn duplicate_key(span: Span, message: String) -> Self {
-        Diagnostic::error(
-            "E0002",
+        Diagnostic::new(
+            Code::E0002,
             span,
             format!("duplicate key: {message}"),
             "duplicate key",
@@ -123,8 +106,8 @@ impl Diagnostic {
     }
 
     pub fn unreadable_file(path: &str, reason: &str) -> Self {
-        Diagnostic::error(
-            "E0003",
+        Diagnostic::new(
+            Code::E0003,
             Span::default(),
             format!("cannot read {path}: {reason}"),
             "",
@@ -134,8 +117,8 @@ impl Diagnostic {
     // ---- E01xx / W01xx: shape of the file ------------------------------------------------------
 
     pub fn wrong_type(span: Span, what: &str, expected: &str, found: &str) -> Self {
-        Diagnostic::error(
-            "E0101",
+        Diagnostic::new(
+            Code::E0101,
             span,
             format!("{what} must be {expected}, found {found}"),
             format!("expected {expected}"),
@@ -143,8 +126,8 @@ impl Diagnostic {
     }
 
     pub fn missing_key(span: Span, key: &str, owner: &str) -> Self {
-        Diagnostic::error(
-            "E0102",
+        Diagnostic::new(
+            Code::E0102,
             span,
             format!("missing required key `{key}` in {owner}"),
             format!("`{key}` is missing here"),
@@ -152,12 +135,12 @@ impl Diagnostic {
     }
 
     pub fn invalid_value(span: Span, message: impl Into<String>, label: impl Into<String>) -> Self {
-        Diagnostic::error("E0103", span, message, label)
+        Diagnostic::new(Code::E0103, span, message, label)
     }
 
     pub fn unknown_node_type(span: Span, found: &str, suggestion: Option<String>) -> Self {
-        Diagnostic::error(
-            "E0104",
+        Diagnostic::new(
+            Code::E0104,
             span,
             format!("unknown node type `{found}`"),
             "expected one of entry, exit, transform, mcp, switch",
@@ -166,8 +149,8 @@ impl Diagnostic {
     }
 
     pub fn unknown_key(span: Span, key: &str, owner: &str, suggestion: Option<String>) -> Self {
-        let d = Diagnostic::warning(
-            "W0101",
+        let d = Diagnostic::new(
+            Code::W0101,
             span,
             format!("unknown key `{key}` in {owner} is ignored"),
             "unknown key",
@@ -179,17 +162,17 @@ impl Diagnostic {
     }
 
     pub fn condition_target(span: Span, message: &str) -> Self {
-        Diagnostic::error("E0105", span, message.to_string(), "in this condition")
+        Diagnostic::new(Code::E0105, span, message.to_string(), "in this condition")
     }
 
     pub fn unsupported_transport(span: Span, kind: &str) -> Self {
-        Diagnostic::error("E0106", span, format!("server type `{kind}` is not supported"), "unsupported transport")
+        Diagnostic::new(Code::E0106, span, format!("server type `{kind}` is not supported"), "unsupported transport")
             .with_help("the MCP SSE transport is deprecated and rmcp has no SSE client; use `type: streamableHttp` with the server's streamable HTTP endpoint")
     }
 
     pub fn schema_not_object(span: Span, which: &str) -> Self {
-        Diagnostic::error(
-            "E0107",
+        Diagnostic::new(
+            Code::E0107,
             span,
             format!("{which} must be an object schema (`type: object`)"),
             "not an object schema",
@@ -198,8 +181,8 @@ impl Diagnostic {
     }
 
     pub fn secret_header(span: Span, name: &str) -> Self {
-        Diagnostic::warning(
-            "W0102",
+        Diagnostic::new(
+            Code::W0102,
             span,
             format!("header `{name}` has a literal value that looks like a secret"),
             "literal secret",
@@ -212,8 +195,8 @@ impl Diagnostic {
     // ---- E02xx / W02xx: graph structure --------------------------------------------------------
 
     pub fn duplicate_tool(span: Span, name: &str) -> Self {
-        Diagnostic::error(
-            "E0201",
+        Diagnostic::new(
+            Code::E0201,
             span,
             format!("tool `{name}` is defined more than once"),
             "second definition",
@@ -222,8 +205,8 @@ impl Diagnostic {
     }
 
     pub fn duplicate_node(span: Span, id: &str, tool: &str) -> Self {
-        Diagnostic::error(
-            "E0202",
+        Diagnostic::new(
+            Code::E0202,
             span,
             format!("node id `{id}` is used more than once in tool `{tool}`"),
             "duplicate id",
@@ -233,16 +216,16 @@ impl Diagnostic {
 
     pub fn entry_count(span: Span, tool: &str, ids: &[String]) -> Self {
         if ids.is_empty() {
-            Diagnostic::error(
-                "E0203",
+            Diagnostic::new(
+                Code::E0203,
                 span,
                 format!("tool `{tool}` has no entry node"),
                 "this tool",
             )
             .with_help("add a node `{ id: entry, type: entry, next: ... }`")
         } else {
-            Diagnostic::error(
-                "E0203",
+            Diagnostic::new(
+                Code::E0203,
                 span,
                 format!("tool `{tool}` has multiple entry nodes: {}", ids.join(", ")),
                 "another entry node",
@@ -253,16 +236,16 @@ impl Diagnostic {
 
     pub fn exit_count(span: Span, tool: &str, ids: &[String]) -> Self {
         if ids.is_empty() {
-            Diagnostic::error(
-                "E0204",
+            Diagnostic::new(
+                Code::E0204,
                 span,
                 format!("tool `{tool}` has no exit node"),
                 "this tool",
             )
             .with_help("add a node `{ id: exit, type: exit }`")
         } else {
-            Diagnostic::error(
-                "E0204",
+            Diagnostic::new(
+                Code::E0204,
                 span,
                 format!("tool `{tool}` has multiple exit nodes: {}", ids.join(", ")),
                 "another exit node",
@@ -278,8 +261,8 @@ impl Diagnostic {
         tool: &str,
         suggestion: Option<String>,
     ) -> Self {
-        Diagnostic::error(
-            "E0205",
+        Diagnostic::new(
+            Code::E0205,
             span,
             format!("node `{from}` in tool `{tool}` references non-existent next node `{target}`"),
             format!("no node `{target}` in tool `{tool}`"),
@@ -288,8 +271,8 @@ impl Diagnostic {
     }
 
     pub fn exit_unreachable(span: Span, tool: &str, exit: &str, entry: &str) -> Self {
-        Diagnostic::error(
-            "E0206",
+        Diagnostic::new(
+            Code::E0206,
             span,
             format!("tool `{tool}`: exit node `{exit}` is not reachable from entry node `{entry}`"),
             "never reached",
@@ -303,8 +286,8 @@ impl Diagnostic {
         server: &str,
         suggestion: Option<String>,
     ) -> Self {
-        Diagnostic::error(
-            "E0207",
+        Diagnostic::new(
+            Code::E0207,
             span,
             format!("MCP node `{node}` references non-existent server `{server}`"),
             "not in `mcpServers`",
@@ -314,8 +297,8 @@ impl Diagnostic {
     }
 
     pub fn unreachable_node(span: Span, id: &str, tool: &str) -> Self {
-        Diagnostic::warning(
-            "W0201",
+        Diagnostic::new(
+            Code::W0201,
             span,
             format!("node `{id}` in tool `{tool}` is never reached from the entry"),
             "unreachable",
@@ -323,8 +306,8 @@ impl Diagnostic {
     }
 
     pub fn dead_end(span: Span, id: &str, tool: &str) -> Self {
-        Diagnostic::warning(
-            "W0202",
+        Diagnostic::new(
+            Code::W0202,
             span,
             format!("the exit of tool `{tool}` can never be reached from node `{id}`"),
             "every run through here loops until a limit stops it",
@@ -332,8 +315,8 @@ impl Diagnostic {
     }
 
     pub fn next_on_exit(span: Span, id: &str) -> Self {
-        Diagnostic::warning(
-            "W0203",
+        Diagnostic::new(
+            Code::W0203,
             span,
             format!("`next` on exit node `{id}` is ignored"),
             "ignored",
@@ -341,8 +324,8 @@ impl Diagnostic {
     }
 
     pub fn missing_next(span: Span, id: &str, kind: &str) -> Self {
-        Diagnostic::error(
-            "E0208",
+        Diagnostic::new(
+            Code::E0208,
             span,
             format!("{kind} node `{id}` has no `next`"),
             "needs a `next`",
@@ -352,8 +335,8 @@ impl Diagnostic {
     // ---- E03xx / W03xx: expressions ------------------------------------------------------------
 
     pub fn jsonata_syntax(span: Span, where_: &str, message: &str, inner: Option<String>) -> Self {
-        let d = Diagnostic::error(
-            "E0301",
+        let d = Diagnostic::new(
+            Code::E0301,
             span,
             format!("invalid JSONata in {where_}: {message}"),
             "syntax error",
@@ -365,18 +348,18 @@ impl Diagnostic {
     }
 
     pub fn expr_object(span: Span, message: impl Into<String>) -> Self {
-        Diagnostic::error("E0302", span, message, "not an `{expr}` object")
+        Diagnostic::new(Code::E0302, span, message, "not an `{expr}` object")
             .with_help("an argument computed by JSONata is written `{ expr: \"<expression>\" }` with no other key")
     }
 
     pub fn var_not_string(span: Span, found: &str) -> Self {
-        Diagnostic::error("E0303", span, format!("a JSON Logic `var` in a switch rule must be a string (a JSONata expression), found {found}"), "not a string")
+        Diagnostic::new(Code::E0303, span, format!("a JSON Logic `var` in a switch rule must be a string (a JSONata expression), found {found}"), "not a string")
             .with_help("defaults are written in JSONata: `{ var: \"$exists(entry.a) ? entry.a : 0\" }`")
     }
 
     pub fn unknown_operator(span: Span, op: &str, suggestion: Option<String>) -> Self {
-        Diagnostic::error(
-            "E0304",
+        Diagnostic::new(
+            Code::E0304,
             span,
             format!("unknown JSON Logic operator `{op}`"),
             "unknown operator",
@@ -391,8 +374,8 @@ impl Diagnostic {
         tool: &str,
         suggestion: Option<String>,
     ) -> Self {
-        Diagnostic::warning(
-            "W0301",
+        Diagnostic::new(
+            Code::W0301,
             span,
             format!("`${function}(\"{name}\")`: tool `{tool}` has no node `{name}`"),
             "always empty",
@@ -401,8 +384,8 @@ impl Diagnostic {
     }
 
     pub fn unknown_root(span: Span, name: &str, tool: &str, suggestion: Option<String>) -> Self {
-        Diagnostic::warning(
-            "W0302",
+        Diagnostic::new(
+            Code::W0302,
             span,
             format!("`{name}` is not a node of tool `{tool}`: this path is always undefined"),
             "not a node id",
@@ -413,8 +396,8 @@ impl Diagnostic {
     // ---- E05xx: the MCP JSON file (-m) ---------------------------------------------------------
 
     pub fn mcp_file(path: &str, message: impl fmt::Display) -> Self {
-        Diagnostic::error(
-            "E0501",
+        Diagnostic::new(
+            Code::E0501,
             Span::default(),
             format!("MCP file {path}: {message}"),
             "",
@@ -430,45 +413,81 @@ impl Diagnostic {
     }
 }
 
-/// The catalogue: every code, for `docs/diagnostics.md` and the snapshot test that keeps both in step.
-pub const CODES: &[(&str, &str)] = &[
-    ("E0001", "YAML syntax error"),
-    ("E0002", "duplicate key in a mapping"),
-    ("E0003", "the graph file cannot be read"),
-    ("E0101", "a value has the wrong type"),
-    ("E0102", "a required key is missing"),
-    ("E0103", "a value is out of range or not allowed"),
-    ("E0104", "unknown node type"),
-    (
-        "E0105",
-        "a switch condition needs exactly one of `target` and `next`",
-    ),
-    ("E0106", "unsupported server transport"),
-    ("E0107", "a tool schema is not an object schema"),
-    ("W0101", "unknown key (ignored)"),
-    ("W0102", "a header carries a literal secret"),
-    ("E0201", "duplicate tool name"),
-    ("E0202", "duplicate node id"),
-    ("E0203", "a tool has no entry node, or several"),
-    ("E0204", "a tool has no exit node, or several"),
-    (
-        "E0205",
-        "`next` or a switch target names no node of the tool",
-    ),
-    ("E0206", "the exit cannot be reached from the entry"),
-    ("E0207", "an MCP node names an unknown server"),
-    ("E0208", "a node that must have a `next` has none"),
-    ("W0201", "a node is never reached from the entry"),
-    ("W0202", "the exit can never be reached from a node"),
-    ("W0203", "`next` on an exit node is ignored"),
-    ("E0301", "JSONata syntax error"),
-    ("E0302", "malformed `{expr}` argument object"),
-    ("E0303", "a switch `var` is not a string"),
-    ("E0304", "unknown JSON Logic operator"),
-    ("W0301", "a history function names no node of the tool"),
-    ("W0302", "a path root names no node of the tool"),
-    ("E0501", "the MCP JSON file (-m) cannot be used"),
-];
+/// One table for every code: the constructors above name their variant, and the catalogue
+/// (`docs/diagnostics.md`, the snapshot test) is generated from this, so neither can drift.
+macro_rules! codes {
+    ($($variant:ident $severity:ident $summary:literal,)*) => {
+        /// A stable diagnostic code: `E0xxx` for errors, `W0xxx` for warnings.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Code {
+            $($variant,)*
+        }
+
+        impl Code {
+            /// Every code, in the catalogue's order (by stage, errors before warnings).
+            pub const ALL: &[Code] = &[$(Code::$variant,)*];
+
+            /// The code as written in messages and JSON: `"E0201"`.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $(Code::$variant => stringify!($variant),)*
+                }
+            }
+
+            /// One line on what the code means, for the catalogue.
+            pub const fn summary(self) -> &'static str {
+                match self {
+                    $(Code::$variant => $summary,)*
+                }
+            }
+
+            pub const fn severity(self) -> Severity {
+                match self {
+                    $(Code::$variant => Severity::$severity,)*
+                }
+            }
+        }
+    };
+}
+
+codes! {
+    E0001 Error "YAML syntax error",
+    E0002 Error "duplicate key in a mapping",
+    E0003 Error "the graph file cannot be read",
+    E0101 Error "a value has the wrong type",
+    E0102 Error "a required key is missing",
+    E0103 Error "a value is out of range or not allowed",
+    E0104 Error "unknown node type",
+    E0105 Error "a switch condition needs exactly one of `target` and `next`",
+    E0106 Error "unsupported server transport",
+    E0107 Error "a tool schema is not an object schema",
+    W0101 Warning "unknown key (ignored)",
+    W0102 Warning "a header carries a literal secret",
+    E0201 Error "duplicate tool name",
+    E0202 Error "duplicate node id",
+    E0203 Error "a tool has no entry node, or several",
+    E0204 Error "a tool has no exit node, or several",
+    E0205 Error "`next` or a switch target names no node of the tool",
+    E0206 Error "the exit cannot be reached from the entry",
+    E0207 Error "an MCP node names an unknown server",
+    E0208 Error "a node that must have a `next` has none",
+    W0201 Warning "a node is never reached from the entry",
+    W0202 Warning "the exit can never be reached from a node",
+    W0203 Warning "`next` on an exit node is ignored",
+    E0301 Error "JSONata syntax error",
+    E0302 Error "malformed `{expr}` argument object",
+    E0303 Error "a switch `var` is not a string",
+    E0304 Error "unknown JSON Logic operator",
+    W0301 Warning "a history function names no node of the tool",
+    W0302 Warning "a path root names no node of the tool",
+    E0501 Error "the MCP JSON file (-m) cannot be used",
+}
+
+impl fmt::Display for Code {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// The closest candidate to `word`, when one is close enough to be a plausible typo.
 pub fn did_you_mean<'a>(

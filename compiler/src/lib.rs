@@ -14,10 +14,12 @@ pub mod diagnostics;
 pub mod fuse;
 pub mod ir;
 pub mod logic;
+#[cfg(feature = "codegen")]
+pub mod names;
 pub mod render;
 pub mod yaml;
 
-pub use diagnostics::{Diagnostic, Severity, Span};
+pub use diagnostics::{Code, Diagnostic, Severity, Span};
 pub use ir::Graph;
 
 /// A text and the name to show for it in messages.
@@ -85,7 +87,13 @@ pub fn compile(file: &SourceFile, mcp_file: Option<&SourceFile>) -> Checked {
             None
         }
     };
-    file_diags.sort_by_key(|d| (d.span.start, d.severity, d.code));
+    file_diags.sort_by(|a, b| {
+        (a.span.start, a.severity, a.code.as_str()).cmp(&(
+            b.span.start,
+            b.severity,
+            b.code.as_str(),
+        ))
+    });
     file_diags.dedup();
     diagnostics.extend(file_diags);
     let graph = graph.filter(|_| diagnostics.iter().all(|d| !d.is_error()));

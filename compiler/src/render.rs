@@ -150,7 +150,7 @@ pub fn json(diagnostic: &Diagnostic, file: &SourceFile) -> serde_json::Value {
     let (line, column) = line_col(&file.text, diagnostic.span.start);
     let (end_line, end_column) = line_col(&file.text, diagnostic.span.end);
     serde_json::json!({
-        "code": diagnostic.code,
+        "code": diagnostic.code.as_str(),
         "severity": diagnostic.severity.to_string(),
         "message": diagnostic.message,
         "file": file.name,

@@ -2,7 +2,7 @@
 //! rendering (plain, fixed width) must match `tests/codes/CODE.stderr`.
 //! `MCPGRAPH_BLESS=1 cargo test` rewrites the snapshots after a deliberate change.
 
-use mcpgraph_compiler::diagnostics::CODES;
+use mcpgraph_compiler::Code;
 use mcpgraph_compiler::render::{self, Style};
 use mcpgraph_compiler::{SourceFile, compile};
 use std::path::Path;
@@ -12,12 +12,12 @@ fn every_code_has_a_fixture_that_produces_it() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/codes");
     let bless = std::env::var_os("MCPGRAPH_BLESS").is_some();
     let mut failures = Vec::new();
-    for (code, _) in CODES {
-        let rendered = if *code == "E0003" {
+    for &code in Code::ALL {
+        let rendered = if code == Code::E0003 {
             // Relative (tests run in the crate directory), so the snapshot holds no machine path.
             let missing = Path::new("tests/codes/no-such-file.yaml");
             let d = SourceFile::read(missing).expect_err("the file does not exist");
-            assert_eq!(d.code, "E0003");
+            assert_eq!(d.code, Code::E0003);
             render::human(&d, &SourceFile::new("no-such-file.yaml", ""), Style::PLAIN)
         } else {
             let path = dir.join(format!("{code}.yaml"));
@@ -30,8 +30,12 @@ fn every_code_has_a_fixture_that_produces_it() {
                 .ok()
                 .map(|t| SourceFile::new(format!("{code}.mcp.json"), t));
             let checked = compile(&file, mcp.as_ref());
-            if !checked.diagnostics.iter().any(|d| d.code == *code) {
-                let got: Vec<&str> = checked.diagnostics.iter().map(|d| d.code).collect();
+            if !checked.diagnostics.iter().any(|d| d.code == code) {
+                let got: Vec<&str> = checked
+                    .diagnostics
+                    .iter()
+                    .map(|d| d.code.as_str())
+                    .collect();
                 failures.push(format!("{code}: the fixture produced {got:?}"));
             }
             render::human_all(&checked, &file, Style::PLAIN)
@@ -58,7 +62,8 @@ fn diagnostics_catalogue_doc_is_current() {
     let mut text = String::from(
         "# Diagnostics\n\nEvery problem `mcpgraph check` reports has a stable code: `E` for errors (they stop `build`\nand `serve` from running the graph), `W` for warnings (`check --deny-warnings` fails on them).\nEach code has a fixture and its rendering under `compiler/tests/codes/`.\n\n| code | meaning |\n|---|---|\n",
     );
-    for (code, meaning) in CODES {
+    for code in Code::ALL {
+        let meaning = code.summary();
         text.push_str(&format!(
             "| [{code}](../compiler/tests/codes/{code}.stderr) | {meaning} |\n"
         ));
