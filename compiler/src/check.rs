@@ -27,12 +27,17 @@ pub fn check(
     let server_names: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
 
     let mut tools = Vec::new();
-    let mut seen_tools: HashSet<&str> = HashSet::new();
+    let mut seen_tools: HashMap<&str, Span> = HashMap::new();
     for decl in &file.tools {
-        if let Some(name) = &decl.name
-            && !seen_tools.insert(name.value.as_str())
-        {
-            diags.push(Diagnostic::duplicate_tool(name.span, &name.value));
+        if let Some(name) = &decl.name {
+            match seen_tools.get(name.value.as_str()) {
+                Some(&first) => {
+                    diags.push(Diagnostic::duplicate_tool(name.span, first, &name.value))
+                }
+                None => {
+                    seen_tools.insert(name.value.as_str(), name.span);
+                }
+            }
         }
         let mut checker = ToolChecker {
             source,
@@ -115,10 +120,9 @@ pub fn servers(
                 }
             }
             TransportDecl::Http { url, headers } => {
-                for (name, value) in headers {
-                    if looks_secret(&name.value) && !value.value.contains("${") {
-                        diags.push(Diagnostic::secret_header(value.span, &name.value));
-                    }
+                // The MCP file's servers are linted by the caller, which knows that file.
+                if !external {
+                    diags.extend(secret_headers(std::slice::from_ref(decl)));
                 }
                 let Some(url) = url else { continue };
                 Transport::Http {
@@ -140,6 +144,21 @@ pub fn servers(
                 .as_ref()
                 .map_or(ir::DEFAULT_SERVER_TIMEOUT_MS, |t| t.value),
         });
+    }
+    out
+}
+
+/// W0102 for every header of `decls` whose literal value looks like a secret.
+pub fn secret_headers(decls: &[ServerDecl]) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for decl in decls {
+        if let TransportDecl::Http { headers, .. } = &decl.transport {
+            for (name, value) in headers {
+                if looks_secret(&name.value) && !value.value.contains("${") {
+                    out.push(Diagnostic::secret_header(value.span, &name.value));
+                }
+            }
+        }
     }
     out
 }
@@ -181,13 +200,20 @@ impl ToolChecker<'_> {
 
         // Node ids → indices; the first definition of an id wins, later ones are errors.
         let mut index: HashMap<&str, NodeId> = HashMap::new();
+        let mut first_spans: Vec<Span> = Vec::new();
         for node in &decl.nodes {
             if let Some(id) = &node.id {
-                if index.contains_key(id.value.as_str()) {
-                    self.diags
-                        .push(Diagnostic::duplicate_node(id.span, &id.value, &tool));
-                } else {
-                    index.insert(id.value.as_str(), NodeId(index.len() as u32));
+                match index.get(id.value.as_str()) {
+                    Some(first) => self.diags.push(Diagnostic::duplicate_node(
+                        id.span,
+                        first_spans[first.index()],
+                        &id.value,
+                        &tool,
+                    )),
+                    None => {
+                        index.insert(id.value.as_str(), NodeId(index.len() as u32));
+                        first_spans.push(id.span);
+                    }
                 }
             }
         }

@@ -4,7 +4,9 @@
 //! documents them in `docs/diagnostics.md`). Stages never stop at the first problem: they push
 //! diagnostics and carry on; the caller sorts them by position before showing them.
 
+use crate::SourceFile;
 use std::fmt;
+use std::sync::Arc;
 
 /// A byte range in the graph file. Spans never take part in equality of the things they locate.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -44,14 +46,28 @@ impl fmt::Display for Severity {
     }
 }
 
+/// Where a diagnostic points.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    /// A byte range in the graph file: nearly every diagnostic.
+    Graph(Span),
+    /// A byte range in another file, such as the MCP JSON file (`-m`). The file travels with the
+    /// diagnostic so that renderers, which are handed only the graph file, can show its lines.
+    File(Arc<SourceFile>, Span),
+    /// No place in any file (the file could not be read).
+    Nowhere,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Diagnostic {
     pub severity: Severity,
     pub code: Code,
     pub message: String,
-    pub span: Span,
+    pub location: Location,
     /// Text under the primary label.
     pub label: String,
+    /// Further labelled spans, in the same file as the primary one ("first defined here").
+    pub labels: Vec<(Span, String)>,
     pub help: Option<String>,
 }
 
@@ -62,10 +78,25 @@ impl Diagnostic {
             severity: code.severity(),
             code,
             message: message.into(),
-            span,
+            location: Location::Graph(span),
             label: label.into(),
+            labels: Vec::new(),
             help: None,
         }
+    }
+
+    /// The span of the primary label in its file; `None` for a diagnostic without a place.
+    pub fn span(&self) -> Option<Span> {
+        match &self.location {
+            Location::Graph(span) | Location::File(_, span) => Some(*span),
+            Location::Nowhere => None,
+        }
+    }
+
+    /// Adds a secondary label, drawn beside the primary one.
+    pub fn with_label(mut self, span: Span, label: impl Into<String>) -> Self {
+        self.labels.push((span, label.into()));
+        self
     }
 
     pub fn with_help(mut self, help: impl Into<String>) -> Self {
@@ -106,12 +137,15 @@ impl Diagnostic {
     }
 
     pub fn unreadable_file(path: &str, reason: &str) -> Self {
-        Diagnostic::new(
-            Code::E0003,
-            Span::default(),
-            format!("cannot read {path}: {reason}"),
-            "",
-        )
+        Diagnostic {
+            location: Location::Nowhere,
+            ..Diagnostic::new(
+                Code::E0003,
+                Span::default(),
+                format!("cannot read {path}: {reason}"),
+                "",
+            )
+        }
     }
 
     // ---- E01xx / W01xx: shape of the file ------------------------------------------------------
@@ -194,23 +228,25 @@ impl Diagnostic {
 
     // ---- E02xx / W02xx: graph structure --------------------------------------------------------
 
-    pub fn duplicate_tool(span: Span, name: &str) -> Self {
+    pub fn duplicate_tool(span: Span, first: Span, name: &str) -> Self {
         Diagnostic::new(
             Code::E0201,
             span,
             format!("tool `{name}` is defined more than once"),
             "second definition",
         )
+        .with_label(first, "first defined here")
         .with_help("tool names must be unique in a graph file")
     }
 
-    pub fn duplicate_node(span: Span, id: &str, tool: &str) -> Self {
+    pub fn duplicate_node(span: Span, first: Span, id: &str, tool: &str) -> Self {
         Diagnostic::new(
             Code::E0202,
             span,
             format!("node id `{id}` is used more than once in tool `{tool}`"),
             "duplicate id",
         )
+        .with_label(first, "first defined here")
         .with_help("node ids must be unique within a tool")
     }
 
@@ -395,13 +431,25 @@ impl Diagnostic {
 
     // ---- E05xx: the MCP JSON file (-m) ---------------------------------------------------------
 
-    pub fn mcp_file(path: &str, message: impl fmt::Display) -> Self {
-        Diagnostic::new(
-            Code::E0501,
-            Span::default(),
-            format!("MCP file {path}: {message}"),
-            "",
-        )
+    /// `inner`, whose spans are in `file` rather than in the graph file.
+    pub fn in_file(file: &Arc<SourceFile>, inner: Diagnostic) -> Self {
+        let span = inner.span().unwrap_or_default();
+        Diagnostic {
+            location: Location::File(file.clone(), span),
+            ..inner
+        }
+    }
+
+    /// A problem found in the MCP JSON file (`-m`), by the same parser and checks as the graph
+    /// file: it keeps its message, labels and help, and points into that file.
+    pub fn in_mcp_file(file: &Arc<SourceFile>, inner: Diagnostic) -> Self {
+        let span = inner.span().unwrap_or_default();
+        Diagnostic {
+            severity: Code::E0501.severity(),
+            code: Code::E0501,
+            location: Location::File(file.clone(), span),
+            ..inner
+        }
     }
 
     fn or_help(self, help: &str) -> Self {
@@ -507,14 +555,49 @@ pub fn did_you_mean<'a>(
     best.map(|(_, c)| c.to_string())
 }
 
-/// 1-based line and column (in characters) of a byte offset.
+/// 1-based line and column (in characters) of a byte offset. For many offsets into one text,
+/// use a [`LineIndex`]: this scans from the start.
 pub fn line_col(source: &str, offset: usize) -> (usize, usize) {
-    let offset = offset.min(source.len());
-    let before = &source[..floor_char_boundary(source, offset)];
-    let line = before.matches('\n').count() + 1;
-    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-    let column = before[line_start..].chars().count() + 1;
-    (line, column)
+    LineIndex::new(source).line_col(source, offset)
+}
+
+/// The start of every line of a text, so that a position costs a binary search rather than a
+/// scan from the start of the file (checking a 20k-node graph asks for one per node).
+#[derive(Debug, Clone)]
+pub struct LineIndex {
+    /// Byte offset of the first byte of each line; `starts[0] == 0`.
+    starts: Vec<usize>,
+}
+
+impl LineIndex {
+    pub fn new(text: &str) -> Self {
+        let starts = std::iter::once(0)
+            .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+            .collect();
+        LineIndex { starts }
+    }
+
+    /// 0-based line of a byte offset.
+    pub fn line_of(&self, offset: usize) -> usize {
+        self.starts
+            .partition_point(|&s| s <= offset)
+            .saturating_sub(1)
+    }
+
+    /// Byte offset where a 0-based line starts (the text's end past the last line).
+    pub fn line_start(&self, line: usize, text: &str) -> usize {
+        self.starts.get(line).copied().unwrap_or(text.len())
+    }
+
+    /// 1-based line and column (in characters) of a byte offset in `text`, the text this index
+    /// was built from.
+    pub fn line_col(&self, text: &str, offset: usize) -> (usize, usize) {
+        let offset = floor_char_boundary(text, offset.min(text.len()));
+        let line = self.line_of(offset);
+        let start = self.line_start(line, text).min(offset);
+        let column = text.get(start..offset).map_or(0, |s| s.chars().count()) + 1;
+        (line + 1, column)
+    }
 }
 
 fn floor_char_boundary(s: &str, mut i: usize) -> usize {

@@ -23,7 +23,7 @@ pub use diagnostics::{Code, Diagnostic, Severity, Span};
 pub use ir::Graph;
 
 /// A text and the name to show for it in messages.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SourceFile {
     pub name: String,
     pub text: String,
@@ -87,13 +87,8 @@ pub fn compile(file: &SourceFile, mcp_file: Option<&SourceFile>) -> Checked {
             None
         }
     };
-    file_diags.sort_by(|a, b| {
-        (a.span.start, a.severity, a.code.as_str()).cmp(&(
-            b.span.start,
-            b.severity,
-            b.code.as_str(),
-        ))
-    });
+    // A stable sort by a cheap key: diagnostics at one place keep the order they were found in.
+    file_diags.sort_by_cached_key(|d| (d.span().map(|s| s.start), d.severity, d.code.as_str()));
     file_diags.dedup();
     diagnostics.extend(file_diags);
     let graph = graph.filter(|_| diagnostics.iter().all(|d| !d.is_error()));
@@ -105,31 +100,37 @@ pub fn compile(file: &SourceFile, mcp_file: Option<&SourceFile>) -> Checked {
 pub fn mcp_file_servers(file: &SourceFile) -> Result<Vec<ir::Server>, String> {
     let mut diagnostics = Vec::new();
     let decls = mcp_servers(file, &mut diagnostics);
+    // A built server starts whatever warnings its MCP file deserves; `check -m` shows them.
+    diagnostics.retain(Diagnostic::is_error);
     let mut more = Vec::new();
     let servers = check::servers(&[], &decls, &mut more);
     diagnostics.extend(more.into_iter().filter(Diagnostic::is_error));
     if diagnostics.is_empty() {
         Ok(servers)
     } else {
+        // The caller names the file; each line gives the position in it.
         Err(diagnostics
             .iter()
-            .map(|d| d.message.clone())
+            .map(|d| match d.span() {
+                Some(span) => {
+                    let (line, column) = diagnostics::line_col(&file.text, span.start);
+                    format!("{line}:{column}: {}", d.message)
+                }
+                None => d.message.clone(),
+            })
             .collect::<Vec<_>>()
             .join("\n"))
     }
 }
 
 /// The `mcpServers` of an MCP JSON file (Claude Desktop format). Its problems are reported as
-/// E0501 with their position in that file, since graph diagnostics point into the graph file.
+/// E0501, pointing into that file.
 fn mcp_servers(file: &SourceFile, diagnostics: &mut Vec<Diagnostic>) -> Vec<ast::ServerDecl> {
+    let shared = std::sync::Arc::new(file.clone());
     let tree = match yaml::parse(&file.text) {
         Ok(tree) => tree,
         Err(d) => {
-            let (line, col) = diagnostics::line_col(&file.text, d.span.start);
-            diagnostics.push(Diagnostic::mcp_file(
-                &file.name,
-                format!("{line}:{col}: {}", d.message),
-            ));
+            diagnostics.push(Diagnostic::in_mcp_file(&shared, d));
             return Vec::new();
         }
     };
@@ -139,11 +140,10 @@ fn mcp_servers(file: &SourceFile, diagnostics: &mut Vec<Diagnostic>) -> Vec<ast:
     let mut inner = Vec::new();
     let decls = ast::servers_map(servers, "mcpServers", &mut inner);
     for d in inner.into_iter().filter(Diagnostic::is_error) {
-        let (line, col) = diagnostics::line_col(&file.text, d.span.start);
-        diagnostics.push(Diagnostic::mcp_file(
-            &file.name,
-            format!("{line}:{col}: {}", d.message),
-        ));
+        diagnostics.push(Diagnostic::in_mcp_file(&shared, d));
+    }
+    for d in check::secret_headers(&decls) {
+        diagnostics.push(Diagnostic::in_file(&shared, d));
     }
     decls
 }

@@ -1,8 +1,15 @@
 //! Showing diagnostics: rustc-like text through miette, or JSON.
+//!
+//! Everything here is linear in the size of the file plus the number of diagnostics: positions
+//! come from one [`LineIndex`] per file, and miette reads a window of lines around each snippet
+//! rather than the whole text (its own `str` source scans from the start for every snippet).
 
-use crate::diagnostics::{Diagnostic, Severity, line_col};
+use crate::diagnostics::{Diagnostic, LineIndex, Location, Severity, Span};
 use crate::{Checked, SourceFile};
-use miette::{GraphicalReportHandler, GraphicalTheme, LabeledSpan, NamedSource, SourceSpan};
+use miette::{
+    GraphicalReportHandler, GraphicalTheme, LabeledSpan, MietteError, MietteSpanContents,
+    SourceCode, SourceSpan, SpanContents,
+};
 use std::fmt;
 
 /// How to draw human-readable diagnostics.
@@ -20,9 +27,208 @@ impl Style {
     };
 }
 
+/// One diagnostic as text: a `FILE:LINE:COL` line a terminal can jump to, then miette's snippet.
+pub fn human(diagnostic: &Diagnostic, file: &SourceFile, style: Style) -> String {
+    human_indexed(diagnostic, &Indexed::new(file), style)
+}
+
+/// All diagnostics of a check as text, with a closing summary line.
+pub fn human_all(checked: &Checked, file: &SourceFile, style: Style) -> String {
+    let indexed = Indexed::new(file);
+    let mut out = String::new();
+    for d in &checked.diagnostics {
+        out.push_str(&human_indexed(d, &indexed, style));
+        out.push('\n');
+    }
+    out.push_str(&summary(checked, file));
+    out.push('\n');
+    out
+}
+
+pub fn summary(checked: &Checked, file: &SourceFile) -> String {
+    let (e, w) = (checked.error_count(), checked.warning_count());
+    let plural = |n: usize, word: &str| {
+        if n == 1 {
+            format!("1 {word}")
+        } else {
+            format!("{n} {word}s")
+        }
+    };
+    match (e, w) {
+        (0, 0) => format!("{}: ok", file.name),
+        (0, w) => format!("{}: ok, {}", file.name, plural(w, "warning")),
+        (e, 0) => format!("{}: {}", file.name, plural(e, "error")),
+        (e, w) => format!(
+            "{}: {}, {}",
+            file.name,
+            plural(e, "error"),
+            plural(w, "warning")
+        ),
+    }
+}
+
+/// One diagnostic as a JSON object. For every diagnostic of a check, [`json_all`] indexes the
+/// file once.
+pub fn json(diagnostic: &Diagnostic, file: &SourceFile) -> serde_json::Value {
+    json_indexed(diagnostic, &Indexed::new(file))
+}
+
+/// Every diagnostic of a check as a JSON array.
+pub fn json_all(checked: &Checked, file: &SourceFile) -> serde_json::Value {
+    let indexed = Indexed::new(file);
+    serde_json::Value::Array(
+        checked
+            .diagnostics
+            .iter()
+            .map(|d| json_indexed(d, &indexed))
+            .collect(),
+    )
+}
+
+/// Plain text of every diagnostic, one line each with its position: for logs, `instructions`
+/// of a server whose graph does not check, and `compile_error!`.
+pub fn plain_list(checked: &Checked, file: &SourceFile) -> String {
+    let indexed = Indexed::new(file);
+    checked
+        .diagnostics
+        .iter()
+        .map(|d| {
+            let help = d
+                .help
+                .as_ref()
+                .map(|h| format!(" (help: {h})"))
+                .unwrap_or_default();
+            let place = match where_(d, &indexed) {
+                Some((source, span)) => {
+                    let (line, column) = source.line_col(span.start);
+                    format!("{}:{line}:{column}: ", source.file.name)
+                }
+                None => String::new(),
+            };
+            format!("{place}{}[{}]: {}{help}", d.severity, d.code, d.message)
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A file with its line index.
+struct Indexed<'a> {
+    file: &'a SourceFile,
+    lines: LineIndex,
+}
+
+impl<'a> Indexed<'a> {
+    fn new(file: &'a SourceFile) -> Self {
+        Indexed {
+            file,
+            lines: LineIndex::new(&file.text),
+        }
+    }
+
+    fn line_col(&self, offset: usize) -> (usize, usize) {
+        self.lines.line_col(&self.file.text, offset)
+    }
+}
+
+/// The file a diagnostic points into (the graph file, or the other file it carries) and where.
+/// Another file is indexed here: such diagnostics are few (the MCP file's).
+fn where_<'a>(
+    d: &'a Diagnostic,
+    graph: &'a Indexed<'a>,
+) -> Option<(std::borrow::Cow<'a, Indexed<'a>>, Span)> {
+    match &d.location {
+        Location::Graph(span) => Some((std::borrow::Cow::Borrowed(graph), *span)),
+        Location::File(file, span) => Some((std::borrow::Cow::Owned(Indexed::new(file)), *span)),
+        Location::Nowhere => None,
+    }
+}
+
+impl Clone for Indexed<'_> {
+    fn clone(&self) -> Self {
+        Indexed {
+            file: self.file,
+            lines: self.lines.clone(),
+        }
+    }
+}
+
+fn human_indexed(diagnostic: &Diagnostic, graph: &Indexed<'_>, style: Style) -> String {
+    let place = where_(diagnostic, graph);
+    let Some((source, _)) =
+        place.filter(|(source, _)| !diagnostic.label.is_empty() && !source.file.text.is_empty())
+    else {
+        // No place to show: the message says what it is about.
+        let mut out = format!(
+            "{}[{}]: {}\n",
+            diagnostic.severity, diagnostic.code, diagnostic.message
+        );
+        if let Some(help) = &diagnostic.help {
+            out.push_str(&format!("  help: {help}\n"));
+        }
+        return out;
+    };
+    let theme = if style.color {
+        GraphicalTheme::unicode()
+    } else {
+        GraphicalTheme::unicode_nocolor()
+    };
+    let handler = GraphicalReportHandler::new_themed(theme)
+        .with_width(style.width.unwrap_or(100))
+        .with_context_lines(1);
+    let report = Report {
+        diagnostic,
+        source: Window { source: &source },
+    };
+    let mut rendered = String::new();
+    // miette's header names the code and its snippet header `╭─[FILE:LINE:COL]` the position.
+    if handler.render_report(&mut rendered, &report).is_err() {
+        return String::new();
+    }
+    rendered
+}
+
+fn json_indexed(diagnostic: &Diagnostic, graph: &Indexed<'_>) -> serde_json::Value {
+    let place = where_(diagnostic, graph);
+    let range = |span: Span| {
+        place.as_ref().map(|(source, _)| {
+            let (line, column) = source.line_col(span.start);
+            let (end_line, end_column) = source.line_col(span.end);
+            (line, column, end_line, end_column)
+        })
+    };
+    let primary = place.as_ref().and_then(|(_, span)| range(*span));
+    let labels: Vec<serde_json::Value> = diagnostic
+        .labels
+        .iter()
+        .filter_map(|(span, label)| {
+            let (line, column, end_line, end_column) = range(*span)?;
+            Some(serde_json::json!({
+                "line": line,
+                "column": column,
+                "end_line": end_line,
+                "end_column": end_column,
+                "label": label,
+            }))
+        })
+        .collect();
+    serde_json::json!({
+        "code": diagnostic.code.as_str(),
+        "severity": diagnostic.severity.to_string(),
+        "message": diagnostic.message,
+        "file": place.as_ref().map(|(source, _)| source.file.name.clone()),
+        "line": primary.map(|p| p.0),
+        "column": primary.map(|p| p.1),
+        "end_line": primary.map(|p| p.2),
+        "end_column": primary.map(|p| p.3),
+        "label": diagnostic.label,
+        "labels": labels,
+        "help": diagnostic.help,
+    })
+}
+
 struct Report<'a> {
     diagnostic: &'a Diagnostic,
-    source: NamedSource<String>,
+    source: Window<'a>,
 }
 
 impl fmt::Debug for Report<'_> {
@@ -58,129 +264,62 @@ impl miette::Diagnostic for Report<'_> {
             .as_ref()
             .map(|h| Box::new(h) as Box<dyn fmt::Display>)
     }
-    fn source_code(&self) -> Option<&dyn miette::SourceCode> {
+    fn source_code(&self) -> Option<&dyn SourceCode> {
         Some(&self.source)
     }
     fn labels(&self) -> Option<Box<dyn Iterator<Item = LabeledSpan> + '_>> {
-        let span = self.diagnostic.span;
-        let label = (!self.diagnostic.label.is_empty()).then(|| self.diagnostic.label.clone());
-        Some(Box::new(std::iter::once(
-            LabeledSpan::new_primary_with_span(
-                label,
-                SourceSpan::new(span.start.into(), span.len()),
-            ),
+        let d = self.diagnostic;
+        let span = d.span().unwrap_or_default();
+        let label = (!d.label.is_empty()).then(|| d.label.clone());
+        let primary = LabeledSpan::new_primary_with_span(label, source_span(span));
+        let secondary = d.labels.iter().map(|(span, label)| {
+            LabeledSpan::new_with_span(Some(label.clone()), source_span(*span))
+        });
+        Some(Box::new(std::iter::once(primary).chain(secondary)))
+    }
+}
+
+fn source_span(span: Span) -> SourceSpan {
+    SourceSpan::new(span.start.into(), span.len())
+}
+
+/// The file as miette reads it: for each snippet, only the lines around it.
+struct Window<'a> {
+    source: &'a Indexed<'a>,
+}
+
+impl SourceCode for Window<'_> {
+    fn read_span<'b>(
+        &'b self,
+        span: &SourceSpan,
+        context_lines_before: usize,
+        context_lines_after: usize,
+    ) -> Result<Box<dyn SpanContents<'b> + 'b>, MietteError> {
+        let text = self.source.file.text.as_str();
+        let lines = &self.source.lines;
+        let first = lines.line_of(span.offset());
+        let last = lines.line_of(span.offset() + span.len().saturating_sub(1));
+        let from_line = first.saturating_sub(context_lines_before);
+        let start = lines.line_start(from_line, text);
+        // One line more than the context, so that the window never cuts the last one short.
+        let end = lines.line_start(last + context_lines_after + 2, text);
+        let window = text.get(start..end).ok_or(MietteError::OutOfBounds)?;
+        let offset = span
+            .offset()
+            .checked_sub(start)
+            .ok_or(MietteError::OutOfBounds)?;
+        let inner = window.read_span(
+            &SourceSpan::new(offset.into(), span.len()),
+            context_lines_before,
+            context_lines_after,
+        )?;
+        Ok(Box::new(MietteSpanContents::new_named(
+            self.source.file.name.clone(),
+            inner.data(),
+            SourceSpan::new((inner.span().offset() + start).into(), inner.span().len()),
+            inner.line() + from_line,
+            inner.column(),
+            inner.line_count() + from_line,
         )))
     }
-}
-
-/// One diagnostic as text: a `FILE:LINE:COL` line a terminal can jump to, then miette's snippet.
-pub fn human(diagnostic: &Diagnostic, file: &SourceFile, style: Style) -> String {
-    // miette's header names the code and its snippet header `╭─[FILE:LINE:COL]` the position; a
-    // diagnostic without a place in the file gets the same `FILE:LINE:COL` in plain text.
-    let (line, column) = line_col(&file.text, diagnostic.span.start);
-    let mut out = String::new();
-    if diagnostic.label.is_empty() || file.text.is_empty() {
-        // These name their file (and position) in the message itself.
-        let _ = (line, column);
-        out.push_str(&format!(
-            "{}[{}]: {}\n",
-            diagnostic.severity, diagnostic.code, diagnostic.message
-        ));
-        if let Some(help) = &diagnostic.help {
-            out.push_str(&format!("  help: {help}\n"));
-        }
-        return out;
-    }
-    let theme = if style.color {
-        GraphicalTheme::unicode()
-    } else {
-        GraphicalTheme::unicode_nocolor()
-    };
-    let handler = GraphicalReportHandler::new_themed(theme)
-        .with_width(style.width.unwrap_or(100))
-        .with_context_lines(1);
-    let report = Report {
-        diagnostic,
-        source: NamedSource::new(file.name.clone(), file.text.clone()),
-    };
-    let mut rendered = String::new();
-    if handler.render_report(&mut rendered, &report).is_err() {
-        return out;
-    }
-    out.push_str(&rendered);
-    out
-}
-
-/// All diagnostics of a check as text, with a closing summary line.
-pub fn human_all(checked: &Checked, file: &SourceFile, style: Style) -> String {
-    let mut out = String::new();
-    for d in &checked.diagnostics {
-        out.push_str(&human(d, file, style));
-        out.push('\n');
-    }
-    out.push_str(&summary(checked, file));
-    out.push('\n');
-    out
-}
-
-pub fn summary(checked: &Checked, file: &SourceFile) -> String {
-    let (e, w) = (checked.error_count(), checked.warning_count());
-    let plural = |n: usize, word: &str| {
-        if n == 1 {
-            format!("1 {word}")
-        } else {
-            format!("{n} {word}s")
-        }
-    };
-    match (e, w) {
-        (0, 0) => format!("{}: ok", file.name),
-        (0, w) => format!("{}: ok, {}", file.name, plural(w, "warning")),
-        (e, 0) => format!("{}: {}", file.name, plural(e, "error")),
-        (e, w) => format!(
-            "{}: {}, {}",
-            file.name,
-            plural(e, "error"),
-            plural(w, "warning")
-        ),
-    }
-}
-
-/// One diagnostic as a JSON object.
-pub fn json(diagnostic: &Diagnostic, file: &SourceFile) -> serde_json::Value {
-    let (line, column) = line_col(&file.text, diagnostic.span.start);
-    let (end_line, end_column) = line_col(&file.text, diagnostic.span.end);
-    serde_json::json!({
-        "code": diagnostic.code.as_str(),
-        "severity": diagnostic.severity.to_string(),
-        "message": diagnostic.message,
-        "file": file.name,
-        "line": line,
-        "column": column,
-        "end_line": end_line,
-        "end_column": end_column,
-        "label": diagnostic.label,
-        "help": diagnostic.help,
-    })
-}
-
-/// Plain text of every diagnostic, one line each with its position: for logs, `instructions`
-/// of a server whose graph does not check, and `compile_error!`.
-pub fn plain_list(checked: &Checked, file: &SourceFile) -> String {
-    checked
-        .diagnostics
-        .iter()
-        .map(|d| {
-            let (line, column) = line_col(&file.text, d.span.start);
-            let help = d
-                .help
-                .as_ref()
-                .map(|h| format!(" (help: {h})"))
-                .unwrap_or_default();
-            format!(
-                "{}:{line}:{column}: {}[{}]: {}{help}",
-                file.name, d.severity, d.code, d.message
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
 }
