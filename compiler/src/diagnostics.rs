@@ -214,6 +214,28 @@ impl Diagnostic {
         .with_help("MCP tool arguments and structured results are JSON objects")
     }
 
+    /// `pointer` is where in the schema (a JSON pointer, empty for the whole schema).
+    pub fn invalid_schema(
+        span: Span,
+        which: &str,
+        tool: &str,
+        pointer: &str,
+        problem: &str,
+    ) -> Self {
+        let at = if pointer.is_empty() {
+            String::new()
+        } else {
+            format!("at {pointer}: ")
+        };
+        Diagnostic::new(
+            Code::E0108,
+            span,
+            format!("{which} of tool `{tool}` is not valid JSON Schema: {at}{problem}"),
+            "not valid JSON Schema",
+        )
+        .with_help("MCP clients validate arguments and results against this schema")
+    }
+
     pub fn secret_header(span: Span, name: &str) -> Self {
         Diagnostic::new(
             Code::W0102,
@@ -509,6 +531,7 @@ codes! {
     E0105 Error "a switch condition needs exactly one of `target` and `next`",
     E0106 Error "unsupported server transport",
     E0107 Error "a tool schema is not an object schema",
+    E0108 Error "a tool schema is not valid JSON Schema",
     W0101 Warning "unknown key (ignored)",
     W0102 Warning "a header carries a literal secret",
     E0201 Error "duplicate tool name",
