@@ -4,8 +4,9 @@ use crate::ast::{
     ConditionDecl, GraphFile, NodeDecl, NodeType, ServerDecl, Sp, ToolDecl, TransportDecl,
 };
 use crate::diagnostics::{Diagnostic, Span, did_you_mean, line_col};
+use crate::expr::{Expr, Reference, error_position, inner_span, references};
 use crate::ir::{
-    self, Condition, Expr, Graph, Limits, Node, NodeId, NodeKind, Server, ServerId, Template, Tool,
+    self, Condition, Graph, Limits, Node, NodeId, NodeKind, Server, ServerId, Template, Tool,
     Transport,
 };
 use crate::logic::{self, PathStep, Problem, VarMode};
@@ -825,138 +826,5 @@ fn locate_key(root: &Yaml, path: &[PathStep]) -> Option<Span> {
             .find(|(k, _)| k.key_text() == *key)
             .map(|(k, _)| k.span),
         _ => None,
-    }
-}
-
-/// Byte position in `expr` of a syntax error, found by re-parsing prefixes: the parser reads left
-/// to right, so the shortest prefix failing with the same message ends at the offending token.
-/// Errors about the end of input are at the end.
-pub fn error_position(expr: &str, message: &str) -> Option<usize> {
-    if message.contains("end of expression")
-        || message.contains("must be terminated")
-        || message.contains("Unclosed")
-    {
-        return Some(expr.trim_end().len());
-    }
-    let mut ends: Vec<usize> = expr.char_indices().map(|(i, c)| i + c.len_utf8()).collect();
-    ends.dedup();
-    for end in ends {
-        if let Err(e) = Expr::parse(&expr[..end])
-            && e == message
-        {
-            // Point at the start of the token that ends there.
-            let before = &expr[..end];
-            let last = before.chars().last()?;
-            let start = if last.is_alphanumeric() || last == '_' {
-                before
-                    .char_indices()
-                    .rev()
-                    .take_while(|(_, c)| c.is_alphanumeric() || *c == '_' || *c == '$')
-                    .last()
-                    .map_or(end - last.len_utf8(), |(i, _)| i)
-            } else {
-                end - last.len_utf8()
-            };
-            return Some(start);
-        }
-    }
-    None
-}
-
-/// The span in the file of byte `pos` of an expression written as the scalar at `scalar`, when
-/// the scalar is written on one line and without escapes (so positions map one to one).
-fn inner_span(source: &str, scalar: Span, expr: &str, pos: usize) -> Option<Span> {
-    let written = source.get(scalar.start..scalar.end)?;
-    if written.contains('\n') {
-        return None;
-    }
-    let body_start = if written == expr {
-        scalar.start
-    } else if (written.starts_with('\'')
-        && !written[1..written.len().saturating_sub(1)].contains("''")
-        || written.starts_with('"') && !written.contains('\\'))
-        && written.len() >= 2
-        && &written[1..written.len() - 1] == expr
-    {
-        scalar.start + 1
-    } else if source
-        .get(scalar.start..)
-        .is_some_and(|s| s.starts_with(expr))
-    {
-        scalar.start
-    } else if source
-        .get(scalar.start + 1..)
-        .is_some_and(|s| s.starts_with(expr))
-        && matches!(source.as_bytes().get(scalar.start), Some(b'"' | b'\''))
-    {
-        scalar.start + 1
-    } else {
-        return None;
-    };
-    let start = body_start + pos;
-    let len = expr[pos..].chars().next().map_or(0, char::len_utf8);
-    Some(Span::new(start, start + len.max(1)))
-}
-
-enum Reference {
-    /// A history function called with a literal node name: (function, name).
-    History(String, String),
-    /// The first step of a path from the context root.
-    Root(String),
-}
-
-const HISTORY_FUNCTIONS: &[&str] = &["executionCount", "nodeExecution", "nodeExecutions"];
-
-/// Root-level references of an expression. Only the first step of a top-level path reads the
-/// graph context; names inside later steps, predicates and lambdas are relative to something else.
-fn references(ast: &AstNode, out: &mut Vec<Reference>) {
-    match ast {
-        AstNode::Name(name) => out.push(Reference::Root(name.clone())),
-        AstNode::Path { steps } => {
-            let mut steps = steps.iter();
-            let first = steps.next();
-            match first.map(|s| &s.node) {
-                Some(AstNode::Name(name)) => out.push(Reference::Root(name.clone())),
-                Some(AstNode::Variable(v)) if v.is_empty() => {
-                    if let Some(AstNode::Name(name)) = steps.next().map(|s| &s.node) {
-                        out.push(Reference::Root(name.clone()));
-                    }
-                }
-                Some(other) => references(other, out),
-                None => {}
-            }
-        }
-        AstNode::Function { name, args, .. } => {
-            if HISTORY_FUNCTIONS.contains(&name.as_str())
-                && let Some(AstNode::String(node)) = args.first()
-            {
-                out.push(Reference::History(name.clone(), node.clone()));
-            }
-            args.iter().for_each(|a| references(a, out));
-        }
-        AstNode::Binary { lhs, rhs, .. } => {
-            references(lhs, out);
-            references(rhs, out);
-        }
-        AstNode::Unary { operand, .. } => references(operand, out),
-        AstNode::Array(items) | AstNode::Block(items) => {
-            items.iter().for_each(|i| references(i, out))
-        }
-        AstNode::Object(pairs) => pairs.iter().for_each(|(k, v)| {
-            references(k, out);
-            references(v, out);
-        }),
-        AstNode::Conditional {
-            condition,
-            then_branch,
-            else_branch,
-        } => {
-            references(condition, out);
-            references(then_branch, out);
-            if let Some(e) = else_branch {
-                references(e, out);
-            }
-        }
-        _ => {}
     }
 }

@@ -4,7 +4,6 @@
 //! documents them in `docs/diagnostics.md`). Stages never stop at the first problem: they push
 //! diagnostics and carry on; the caller sorts them by position before showing them.
 
-use crate::SourceFile;
 use std::fmt;
 use std::sync::Arc;
 
@@ -43,6 +42,30 @@ impl fmt::Display for Severity {
             Severity::Error => "error",
             Severity::Warning => "warning",
         })
+    }
+}
+
+/// A text and the name to show for it in messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceFile {
+    pub name: String,
+    pub text: String,
+}
+
+impl SourceFile {
+    pub fn new(name: impl Into<String>, text: impl Into<String>) -> Self {
+        SourceFile {
+            name: name.into(),
+            text: text.into(),
+        }
+    }
+
+    /// Reads a file; the error is a diagnostic ready to show.
+    pub fn read(path: &std::path::Path) -> Result<SourceFile, Diagnostic> {
+        let name = path.display().to_string();
+        std::fs::read_to_string(path)
+            .map(|text| SourceFile::new(name.clone(), text))
+            .map_err(|e| Diagnostic::unreadable_file(&name, &e.to_string()))
     }
 }
 

@@ -4,11 +4,10 @@
 //! nothing here refers to YAML. The IR is serializable so that generated servers embed it already
 //! checked, without parsing YAML or expressions at start-up.
 
+pub use crate::expr::Expr;
 use crate::logic::Rule;
-use jsonata_core::ast::AstNode;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::sync::Arc;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Graph {
@@ -147,85 +146,6 @@ pub struct Condition {
     /// `None`: a rule-less condition, taken when reached (0.1.23 default).
     pub rule: Option<Rule>,
     pub target: NodeId,
-}
-
-/// A parsed JSONata expression. The AST is shared between concurrent calls.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Expr {
-    pub source: String,
-    pub ast: Arc<AstNode>,
-}
-
-impl Expr {
-    /// Parses an expression (with the rewrites of [`crate::fuse`]); the error text is
-    /// jsonata-core's message.
-    pub fn parse(source: &str) -> Result<Expr, String> {
-        jsonata_core::parser::parse(source)
-            .map(|ast| Expr {
-                source: source.to_string(),
-                ast: Arc::new(crate::fuse::fuse(ast)),
-            })
-            .map_err(|e| readable_parse_error(&e.to_string()))
-    }
-}
-
-/// jsonata-core names tokens by their Rust variant (`RightBrace`); show the symbol the user typed,
-/// as jsonata-js does (`The symbol "}" cannot be used as a unary operator`).
-fn readable_parse_error(message: &str) -> String {
-    const SYMBOLS: &[(&str, &str)] = &[
-        ("LessThanOrEqual", "<="),
-        ("GreaterThanOrEqual", ">="),
-        ("QuestionQuestion", "??"),
-        ("QuestionColon", "?:"),
-        ("ColonEqual", ":="),
-        ("TildeArrow", "~>"),
-        ("LeftParen", "("),
-        ("RightParen", ")"),
-        ("LeftBracket", "["),
-        ("RightBracket", "]"),
-        ("LeftBrace", "{"),
-        ("RightBrace", "}"),
-        ("StarStar", "**"),
-        ("NotEqual", "!="),
-        ("LessThan", "<"),
-        ("GreaterThan", ">"),
-        ("Semicolon", ";"),
-        ("Ampersand", "&"),
-        ("Question", "?"),
-        ("Percent", "%"),
-        ("DotDot", ".."),
-        ("Comma", ","),
-        ("Colon", ":"),
-        ("Caret", "^"),
-        ("Equal", "="),
-        ("Slash", "/"),
-        ("Minus", "-"),
-        ("Plus", "+"),
-        ("Star", "*"),
-        ("Pipe", "|"),
-        ("Hash", "#"),
-        ("Dot", "."),
-        ("At", "@"),
-    ];
-    let mut out = String::with_capacity(message.len());
-    let mut word = String::new();
-    let flush = |word: &mut String, out: &mut String| {
-        match SYMBOLS.iter().find(|(name, _)| *name == word.as_str()) {
-            Some((_, symbol)) => out.push_str(&format!("\"{symbol}\"")),
-            None => out.push_str(word),
-        }
-        word.clear();
-    };
-    for c in message.chars() {
-        if c.is_ascii_alphabetic() {
-            word.push(c);
-        } else {
-            flush(&mut word, &mut out);
-            out.push(c);
-        }
-    }
-    flush(&mut word, &mut out);
-    out
 }
 
 /// The arguments of an `mcp` node: literal JSON with JSONata holes.

@@ -11,6 +11,7 @@ pub mod check;
 #[cfg(feature = "codegen")]
 pub mod codegen;
 pub mod diagnostics;
+pub mod expr;
 pub mod fuse;
 pub mod ir;
 pub mod logic;
@@ -19,32 +20,8 @@ pub mod names;
 pub mod render;
 pub mod yaml;
 
-pub use diagnostics::{Code, Diagnostic, Severity, Span};
+pub use diagnostics::{Code, Diagnostic, Severity, SourceFile, Span};
 pub use ir::Graph;
-
-/// A text and the name to show for it in messages.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SourceFile {
-    pub name: String,
-    pub text: String,
-}
-
-impl SourceFile {
-    pub fn new(name: impl Into<String>, text: impl Into<String>) -> Self {
-        SourceFile {
-            name: name.into(),
-            text: text.into(),
-        }
-    }
-
-    /// Reads a file; the error is a diagnostic ready to show.
-    pub fn read(path: &std::path::Path) -> Result<SourceFile, Diagnostic> {
-        let name = path.display().to_string();
-        std::fs::read_to_string(path)
-            .map(|text| SourceFile::new(name.clone(), text))
-            .map_err(|e| Diagnostic::unreadable_file(&name, &e.to_string()))
-    }
-}
 
 /// What checking a graph file produced.
 #[derive(Debug, Clone)]

@@ -5,7 +5,7 @@
 //! become `Rule::Unknown`, which fails only if evaluated (as in json-logic-js), while the compiler
 //! reports every one of them before anything runs.
 
-use crate::ir::Expr;
+use crate::expr::Expr;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

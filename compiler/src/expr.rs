@@ -1,0 +1,236 @@
+//! JSONata expressions as the compiler reads them: parsing (once, at check time), where in the
+//! YAML a syntax error is, and which graph names an expression refers to.
+//!
+//! The IR (`ir.rs`) and JSON Logic (`logic.rs`) both hold expressions; both depend on this module
+//! and not on each other.
+
+use crate::diagnostics::Span;
+use jsonata_core::ast::AstNode;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// The history functions the runtime registers with every evaluator (`runtime/src/history.rs`),
+/// in one list so that the compiler's analysis and the runtime cannot disagree on the names.
+pub const HISTORY_FUNCTIONS: &[&str] = &[
+    "previousNode",
+    "executionCount",
+    "nodeExecution",
+    "nodeExecutions",
+];
+
+/// Whether `function` is a history function whose first argument names a node
+/// (`$previousNode` takes a count instead).
+pub fn names_a_node(function: &str) -> bool {
+    function != "previousNode" && HISTORY_FUNCTIONS.contains(&function)
+}
+
+/// A parsed JSONata expression. The AST is shared between concurrent calls.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Expr {
+    pub source: String,
+    pub ast: Arc<AstNode>,
+}
+
+impl Expr {
+    /// Parses an expression (with the rewrites of [`crate::fuse`]); the error text is
+    /// jsonata-core's message.
+    pub fn parse(source: &str) -> Result<Expr, String> {
+        jsonata_core::parser::parse(source)
+            .map(|ast| Expr {
+                source: source.to_string(),
+                ast: Arc::new(crate::fuse::fuse(ast)),
+            })
+            .map_err(|e| readable_parse_error(&e.to_string()))
+    }
+}
+
+/// jsonata-core names tokens by their Rust variant (`RightBrace`); show the symbol the user typed,
+/// as jsonata-js does (`The symbol "}" cannot be used as a unary operator`).
+pub fn readable_parse_error(message: &str) -> String {
+    const SYMBOLS: &[(&str, &str)] = &[
+        ("LessThanOrEqual", "<="),
+        ("GreaterThanOrEqual", ">="),
+        ("QuestionQuestion", "??"),
+        ("QuestionColon", "?:"),
+        ("ColonEqual", ":="),
+        ("TildeArrow", "~>"),
+        ("LeftParen", "("),
+        ("RightParen", ")"),
+        ("LeftBracket", "["),
+        ("RightBracket", "]"),
+        ("LeftBrace", "{"),
+        ("RightBrace", "}"),
+        ("StarStar", "**"),
+        ("NotEqual", "!="),
+        ("LessThan", "<"),
+        ("GreaterThan", ">"),
+        ("Semicolon", ";"),
+        ("Ampersand", "&"),
+        ("Question", "?"),
+        ("Percent", "%"),
+        ("DotDot", ".."),
+        ("Comma", ","),
+        ("Colon", ":"),
+        ("Caret", "^"),
+        ("Equal", "="),
+        ("Slash", "/"),
+        ("Minus", "-"),
+        ("Plus", "+"),
+        ("Star", "*"),
+        ("Pipe", "|"),
+        ("Hash", "#"),
+        ("Dot", "."),
+        ("At", "@"),
+    ];
+    let mut out = String::with_capacity(message.len());
+    let mut word = String::new();
+    let flush = |word: &mut String, out: &mut String| {
+        match SYMBOLS.iter().find(|(name, _)| *name == word.as_str()) {
+            Some((_, symbol)) => out.push_str(&format!("\"{symbol}\"")),
+            None => out.push_str(word),
+        }
+        word.clear();
+    };
+    for c in message.chars() {
+        if c.is_ascii_alphabetic() {
+            word.push(c);
+        } else {
+            flush(&mut word, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut word, &mut out);
+    out
+}
+
+/// Byte position in `expr` of a syntax error, found by re-parsing prefixes: the parser reads left
+/// to right, so the shortest prefix failing with the same message ends at the offending token.
+/// Errors about the end of input are at the end.
+pub fn error_position(expr: &str, message: &str) -> Option<usize> {
+    if message.contains("end of expression")
+        || message.contains("must be terminated")
+        || message.contains("Unclosed")
+    {
+        return Some(expr.trim_end().len());
+    }
+    let mut ends: Vec<usize> = expr.char_indices().map(|(i, c)| i + c.len_utf8()).collect();
+    ends.dedup();
+    for end in ends {
+        if let Err(e) = Expr::parse(&expr[..end])
+            && e == message
+        {
+            // Point at the start of the token that ends there.
+            let before = &expr[..end];
+            let last = before.chars().last()?;
+            let start = if last.is_alphanumeric() || last == '_' {
+                before
+                    .char_indices()
+                    .rev()
+                    .take_while(|(_, c)| c.is_alphanumeric() || *c == '_' || *c == '$')
+                    .last()
+                    .map_or(end - last.len_utf8(), |(i, _)| i)
+            } else {
+                end - last.len_utf8()
+            };
+            return Some(start);
+        }
+    }
+    None
+}
+
+/// The span in the file of byte `pos` of an expression written as the scalar at `scalar`, when
+/// the scalar is written on one line and without escapes (so positions map one to one).
+pub fn inner_span(source: &str, scalar: Span, expr: &str, pos: usize) -> Option<Span> {
+    let written = source.get(scalar.start..scalar.end)?;
+    if written.contains('\n') {
+        return None;
+    }
+    let body_start = if written == expr {
+        scalar.start
+    } else if (written.starts_with('\'')
+        && !written[1..written.len().saturating_sub(1)].contains("''")
+        || written.starts_with('"') && !written.contains('\\'))
+        && written.len() >= 2
+        && &written[1..written.len() - 1] == expr
+    {
+        scalar.start + 1
+    } else if source
+        .get(scalar.start..)
+        .is_some_and(|s| s.starts_with(expr))
+    {
+        scalar.start
+    } else if source
+        .get(scalar.start + 1..)
+        .is_some_and(|s| s.starts_with(expr))
+        && matches!(source.as_bytes().get(scalar.start), Some(b'"' | b'\''))
+    {
+        scalar.start + 1
+    } else {
+        return None;
+    };
+    let start = body_start + pos;
+    let len = expr[pos..].chars().next().map_or(0, char::len_utf8);
+    Some(Span::new(start, start + len.max(1)))
+}
+
+/// What an expression refers to in the graph context.
+pub enum Reference {
+    /// A history function called with a literal node name: (function, name).
+    History(String, String),
+    /// The first step of a path from the context root.
+    Root(String),
+}
+
+/// Root-level references of an expression. Only the first step of a top-level path reads the
+/// graph context; names inside later steps, predicates and lambdas are relative to something else.
+pub fn references(ast: &AstNode, out: &mut Vec<Reference>) {
+    match ast {
+        AstNode::Name(name) => out.push(Reference::Root(name.clone())),
+        AstNode::Path { steps } => {
+            let mut steps = steps.iter();
+            let first = steps.next();
+            match first.map(|s| &s.node) {
+                Some(AstNode::Name(name)) => out.push(Reference::Root(name.clone())),
+                Some(AstNode::Variable(v)) if v.is_empty() => {
+                    if let Some(AstNode::Name(name)) = steps.next().map(|s| &s.node) {
+                        out.push(Reference::Root(name.clone()));
+                    }
+                }
+                Some(other) => references(other, out),
+                None => {}
+            }
+        }
+        AstNode::Function { name, args, .. } => {
+            if names_a_node(name)
+                && let Some(AstNode::String(node)) = args.first()
+            {
+                out.push(Reference::History(name.clone(), node.clone()));
+            }
+            args.iter().for_each(|a| references(a, out));
+        }
+        AstNode::Binary { lhs, rhs, .. } => {
+            references(lhs, out);
+            references(rhs, out);
+        }
+        AstNode::Unary { operand, .. } => references(operand, out),
+        AstNode::Array(items) | AstNode::Block(items) => {
+            items.iter().for_each(|i| references(i, out))
+        }
+        AstNode::Object(pairs) => pairs.iter().for_each(|(k, v)| {
+            references(k, out);
+            references(v, out);
+        }),
+        AstNode::Conditional {
+            condition,
+            then_branch,
+            else_branch,
+        } => {
+            references(condition, out);
+            references(then_branch, out);
+            if let Some(e) = else_branch {
+                references(e, out);
+            }
+        }
+        _ => {}
+    }
+}
