@@ -1,0 +1,109 @@
+//! AST → checked IR: every check of the contract's §2, all reported at once.
+//!
+//! `check` walks the file; each tool is checked by a `ToolChecker`, whose methods live with
+//! the job they do: `structure` (ids, entry and exit, edges, reachability), `expressions`
+//! (JSONata, argument templates, references to nodes), `rules` (switch conditions, JSON Logic),
+//! `schemas` (tool schemas) and `servers` (transports, the secret lint).
+
+mod expressions;
+mod rules;
+mod schemas;
+mod servers;
+mod structure;
+
+pub use servers::{secret_headers, servers};
+
+use crate::ast::{GraphFile, ServerDecl, ToolDecl};
+use crate::diagnostics::{Diagnostic, Span};
+use crate::ir::{self, Graph, Limits};
+use std::collections::HashMap;
+
+/// Checks the typed file. `extra_servers` come from an MCP JSON file (`-m`); on a name clash the
+/// graph file wins. Returns the IR only when there is no error.
+pub fn check(
+    file: &GraphFile,
+    source: &str,
+    source_name: &str,
+    extra_servers: &[ServerDecl],
+    diags: &mut Vec<Diagnostic>,
+) -> Option<Graph> {
+    let errors_before = diags.iter().filter(|d| d.is_error()).count();
+    let servers = servers(&file.servers, extra_servers, diags);
+    let server_names: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
+
+    let mut tools = Vec::new();
+    let mut seen_tools: HashMap<&str, Span> = HashMap::new();
+    for decl in &file.tools {
+        if let Some(name) = &decl.name {
+            match seen_tools.get(name.value.as_str()) {
+                Some(&first) => {
+                    diags.push(Diagnostic::duplicate_tool(name.span, first, &name.value))
+                }
+                None => {
+                    seen_tools.insert(name.value.as_str(), name.span);
+                }
+            }
+        }
+        let mut checker = ToolChecker {
+            source,
+            decl,
+            server_names: &server_names,
+            diags,
+        };
+        if let Some(tool) = checker.check() {
+            tools.push(tool);
+        }
+    }
+
+    let errors_after = diags.iter().filter(|d| d.is_error()).count();
+    if errors_after > errors_before
+        || file.server.name.is_none()
+        || file.server.version.is_none()
+        || file.version.is_none()
+    {
+        return None;
+    }
+    let name = file.server.name.as_ref()?.value.clone();
+    Some(Graph {
+        source_name: source_name.to_string(),
+        server: ir::ServerInfo {
+            title: file
+                .server
+                .title
+                .as_ref()
+                .map_or_else(|| name.clone(), |t| t.value.clone()),
+            name,
+            version: file.server.version.as_ref()?.value.clone(),
+            instructions: file.server.instructions.as_ref().map(|i| i.value.clone()),
+        },
+        limits: Limits {
+            max_node_executions: file
+                .max_node_executions
+                .as_ref()
+                .map_or(Limits::default().max_node_executions, |v| v.value),
+            max_execution_time_ms: file
+                .max_execution_time_ms
+                .as_ref()
+                .map_or(Limits::default().max_execution_time_ms, |v| v.value),
+        },
+        servers,
+        tools,
+    })
+}
+
+struct ToolChecker<'a> {
+    source: &'a str,
+    decl: &'a ToolDecl,
+    server_names: &'a [&'a str],
+    diags: &'a mut Vec<Diagnostic>,
+}
+
+impl ToolChecker<'_> {
+    pub(super) fn tool_name(&self) -> &str {
+        self.decl.name.as_ref().map_or("?", |n| n.value.as_str())
+    }
+
+    pub(super) fn tool_span(&self) -> Span {
+        self.decl.name.as_ref().map_or(self.decl.span, |n| n.span)
+    }
+}

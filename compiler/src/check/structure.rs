@@ -1,0 +1,305 @@
+//! The shape of a tool: node ids, one entry and one exit, `next` edges, reachability.
+
+use super::ToolChecker;
+use crate::ast::{NodeDecl, NodeType, Sp};
+use crate::diagnostics::{Diagnostic, Span, did_you_mean, line_col};
+use crate::ir::{Node, NodeId, NodeKind, ServerId, Template, Tool};
+use std::collections::{HashMap, HashSet, VecDeque};
+
+impl ToolChecker<'_> {
+    pub(super) fn check(&mut self) -> Option<Tool> {
+        let tool = self.tool_name().to_string();
+        let decl = self.decl;
+
+        // Schemas: kept as written; the input schema must describe an object.
+        let input_schema = decl.input_schema.as_ref().map(|s| {
+            self.object_schema(s, "inputSchema");
+            let json = s.to_json();
+            self.meta_schema(s, &json, "inputSchema");
+            json
+        });
+        let output_schema = decl.output_schema.as_ref().map(|s| {
+            self.object_schema(s, "outputSchema");
+            let json = s.to_json();
+            self.meta_schema(s, &json, "outputSchema");
+            json
+        });
+
+        // Node ids → indices; the first definition of an id wins, later ones are errors.
+        let mut index: HashMap<&str, NodeId> = HashMap::new();
+        let mut first_spans: Vec<Span> = Vec::new();
+        for node in &decl.nodes {
+            if let Some(id) = &node.id {
+                match index.get(id.value.as_str()) {
+                    Some(first) => self.diags.push(Diagnostic::duplicate_node(
+                        id.span,
+                        first_spans[first.index()],
+                        &id.value,
+                        &tool,
+                    )),
+                    None => {
+                        index.insert(id.value.as_str(), NodeId(index.len() as u32));
+                        first_spans.push(id.span);
+                    }
+                }
+            }
+        }
+        let ids: Vec<&str> = decl
+            .nodes
+            .iter()
+            .filter_map(|n| n.id.as_ref().map(|i| i.value.as_str()))
+            .collect();
+        let unique: Vec<&NodeDecl> = {
+            let mut seen = HashSet::new();
+            decl.nodes
+                .iter()
+                .filter(|n| n.id.as_ref().is_some_and(|i| seen.insert(i.value.as_str())))
+                .collect()
+        };
+
+        let entries: Vec<&NodeDecl> = decl
+            .nodes
+            .iter()
+            .filter(|n| n.kind == Some(NodeType::Entry))
+            .collect();
+        let exits: Vec<&NodeDecl> = decl
+            .nodes
+            .iter()
+            .filter(|n| n.kind == Some(NodeType::Exit))
+            .collect();
+        let names = |nodes: &[&NodeDecl]| {
+            nodes
+                .iter()
+                .filter_map(|n| n.id.as_ref().map(|i| i.value.clone()))
+                .collect::<Vec<_>>()
+        };
+        match entries.len() {
+            0 => self
+                .diags
+                .push(Diagnostic::entry_count(self.tool_span(), &tool, &[])),
+            1 => {}
+            _ => {
+                for extra in &entries[1..] {
+                    self.diags.push(Diagnostic::entry_count(
+                        node_span(extra),
+                        &tool,
+                        &names(&entries),
+                    ));
+                }
+            }
+        }
+        match exits.len() {
+            0 => self
+                .diags
+                .push(Diagnostic::exit_count(self.tool_span(), &tool, &[])),
+            1 => {}
+            _ => {
+                for extra in &exits[1..] {
+                    self.diags.push(Diagnostic::exit_count(
+                        node_span(extra),
+                        &tool,
+                        &names(&exits),
+                    ));
+                }
+            }
+        }
+
+        let mut nodes = Vec::new();
+        let mut complete = true;
+        for node in &unique {
+            match self.node(node, &index, &ids) {
+                Some(n) => nodes.push(n),
+                None => complete = false,
+            }
+        }
+
+        // Reachability, over the edges that resolved.
+        if let ([entry], [exit]) = (entries.as_slice(), exits.as_slice())
+            && let (Some(entry_id), Some(exit_id)) = (&entry.id, &exit.id)
+            && complete
+        {
+            let entry_ix = index[entry_id.value.as_str()];
+            let exit_ix = index[exit_id.value.as_str()];
+            let forward = reach(&nodes, entry_ix, false);
+            if !forward.contains(&exit_ix) {
+                self.diags.push(Diagnostic::exit_unreachable(
+                    node_span(exit),
+                    &tool,
+                    &exit_id.value,
+                    &entry_id.value,
+                ));
+            } else {
+                let backward = reach(&nodes, exit_ix, true);
+                for (i, node) in unique.iter().enumerate() {
+                    let id = NodeId(i as u32);
+                    let name = node.id.as_ref().map_or("?", |n| n.value.as_str());
+                    if !forward.contains(&id) {
+                        self.diags
+                            .push(Diagnostic::unreachable_node(node_span(node), name, &tool));
+                    } else if !backward.contains(&id) {
+                        self.diags
+                            .push(Diagnostic::dead_end(node_span(node), name, &tool));
+                    }
+                }
+            }
+            let line_of = |span: Span| line_col(self.source, span.start);
+            let (line, column) = line_of(self.tool_span());
+            return Some(Tool {
+                name: tool,
+                description: decl.description.as_ref()?.value.clone(),
+                input_schema: input_schema?,
+                output_schema,
+                nodes,
+                entry: entry_ix,
+                exit: exit_ix,
+                line,
+                column,
+            });
+        }
+        None
+    }
+
+    pub(super) fn resolve(
+        &mut self,
+        from: &str,
+        target: &Sp<String>,
+        index: &HashMap<&str, NodeId>,
+        ids: &[&str],
+    ) -> Option<NodeId> {
+        match index.get(target.value.as_str()) {
+            Some(id) => Some(*id),
+            None => {
+                let tool = self.tool_name().to_string();
+                self.diags.push(Diagnostic::unknown_next(
+                    target.span,
+                    from,
+                    &target.value,
+                    &tool,
+                    did_you_mean(&target.value, ids.iter().copied()),
+                ));
+                None
+            }
+        }
+    }
+
+    /// Checks one node; `None` when it could not be fully resolved (already diagnosed).
+    pub(super) fn node(
+        &mut self,
+        decl: &NodeDecl,
+        index: &HashMap<&str, NodeId>,
+        ids: &[&str],
+    ) -> Option<Node> {
+        let id = decl.id.as_ref()?.value.clone();
+        let (line, column) = line_col(self.source, node_span(decl).start);
+        let kind = decl.kind?;
+        let next = match (&decl.next, kind) {
+            (Some(next), NodeType::Exit) => {
+                self.diags.push(Diagnostic::next_on_exit(next.span, &id));
+                None
+            }
+            (Some(next), _) => Some(self.resolve(&id, next, index, ids)),
+            (None, NodeType::Entry | NodeType::Transform | NodeType::Mcp) => {
+                self.diags
+                    .push(Diagnostic::missing_next(node_span(decl), &id, kind.name()));
+                Some(None)
+            }
+            (None, _) => None,
+        };
+        let kind = match kind {
+            NodeType::Entry => Some(NodeKind::Entry),
+            NodeType::Exit => Some(NodeKind::Exit),
+            NodeType::Transform => {
+                let expr = decl.expr.as_ref()?;
+                self.expression(expr, "the transform expression", index)
+                    .map(NodeKind::Transform)
+            }
+            NodeType::Mcp => {
+                let server = decl.server.as_ref().and_then(|s| {
+                    match self.server_names.iter().position(|n| *n == s.value) {
+                        Some(i) => Some(ServerId(i as u32)),
+                        None => {
+                            self.diags.push(Diagnostic::unknown_server(
+                                s.span,
+                                &id,
+                                &s.value,
+                                did_you_mean(&s.value, self.server_names.iter().copied()),
+                            ));
+                            None
+                        }
+                    }
+                });
+                let args = match &decl.args {
+                    Some(args) => self.template(args, true, index),
+                    None => Some(Template::Literal(serde_json::Value::Object(
+                        Default::default(),
+                    ))),
+                };
+                match (server, decl.tool.as_ref(), args) {
+                    (Some(server), Some(tool), Some(args)) => Some(NodeKind::Mcp {
+                        server,
+                        tool: tool.value.clone(),
+                        args,
+                    }),
+                    _ => None,
+                }
+            }
+            NodeType::Switch => {
+                let mut conditions = Vec::new();
+                let mut ok = true;
+                for cond in &decl.conditions {
+                    match self.condition(&id, cond, index, ids) {
+                        Some(c) => conditions.push(c),
+                        None => ok = false,
+                    }
+                }
+                ok.then_some(NodeKind::Switch { conditions })
+            }
+        };
+        let next = match next {
+            Some(resolved) => Some(resolved?),
+            None => None,
+        };
+        Some(Node {
+            id,
+            kind: kind?,
+            next,
+            line,
+            column,
+        })
+    }
+}
+
+fn node_span(node: &NodeDecl) -> Span {
+    node.id.as_ref().map_or(node.span, |i| i.span)
+}
+
+/// Nodes reachable from `start` following edges forward, or backward when `reverse`.
+fn reach(nodes: &[Node], start: NodeId, reverse: bool) -> HashSet<NodeId> {
+    let successors = |n: &Node| -> Vec<NodeId> {
+        let mut out: Vec<NodeId> = n.next.into_iter().collect();
+        if let NodeKind::Switch { conditions } = &n.kind {
+            out.extend(conditions.iter().map(|c| c.target));
+        }
+        out
+    };
+    let mut edges: Vec<Vec<NodeId>> = vec![Vec::new(); nodes.len()];
+    for (i, node) in nodes.iter().enumerate() {
+        for s in successors(node) {
+            if reverse {
+                edges[s.index()].push(NodeId(i as u32));
+            } else {
+                edges[i].push(s);
+            }
+        }
+    }
+    let mut seen = HashSet::from([start]);
+    let mut queue = VecDeque::from([start]);
+    while let Some(n) = queue.pop_front() {
+        for &s in &edges[n.index()] {
+            if seen.insert(s) {
+                queue.push_back(s);
+            }
+        }
+    }
+    seen
+}
