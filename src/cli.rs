@@ -220,23 +220,9 @@ fn graph(args: GraphArgs) -> ExitCode {
     }
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            std::process::exit(1);
-        }
-    }
-}
-
 /// `serve FILE` and `-g FILE`: a graph that does not check still answers the handshake, with its
 /// diagnostics in `instructions` and in every call's result (and on stderr).
 fn serve(common: &Common) -> ExitCode {
-    mcpgraph_runtime::serve::init_logging();
     let (file, checked) = match load(common) {
         Ok(x) => x,
         Err(code) => return code,
@@ -245,25 +231,13 @@ fn serve(common: &Common) -> ExitCode {
         let text = render::human_all(&checked, &file, style());
         let _ = std::io::stderr().write_all(text.as_bytes());
     }
-    let rt = runtime();
-    let outcome = rt.block_on(async move {
-        let server = mcpgraph_runtime::serve::server_for(checked, &file);
-        mcpgraph_runtime::serve::serve_stdio(server).await
-    });
-    // Runs still pending on worker threads must not keep the process alive.
-    rt.shutdown_timeout(std::time::Duration::from_millis(100));
-    match outcome {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("error: {message}");
-            ExitCode::from(1)
-        }
-    }
+    mcpgraph_runtime::run_stdio(move || {
+        Ok(mcpgraph_runtime::GraphServer::for_checked(checked, &file))
+    })
 }
 
 /// `call FILE TOOL [JSON]`: the result on stdout and exit 0, or the error on stderr and exit 1.
 fn call(args: CallArgs) -> ExitCode {
-    mcpgraph_runtime::serve::init_logging();
     let (file, checked) = match load(&args.common) {
         Ok(x) => x,
         Err(code) => return code,
@@ -292,39 +266,22 @@ fn call(args: CallArgs) -> ExitCode {
     let Some(graph) = checked.graph else {
         return ExitCode::from(1);
     };
-    let rt = runtime();
-    let trace = args.trace;
-    let tool = args.tool;
-    let outcome = rt.block_on(async move {
-        let program = mcpgraph_runtime::program::Program::new(graph)?;
-        let engine = mcpgraph_runtime::engine::Engine::new(program).map_err(|e| e.to_string())?;
-        let observer: Option<mcpgraph_runtime::engine::NodeObserver> = trace.then(|| {
-            std::sync::Arc::new(|r: &mcpgraph_runtime::executor::NodeReport<'_>| {
-                let line = serde_json::json!({
-                    "index": r.index - 1,
-                    "node": r.node,
-                    "type": r.node_type,
-                    "durationMs": r.duration.as_secs_f64() * 1000.0,
-                    "output": mcpgraph_runtime::value::to_json(r.output),
-                });
-                eprintln!("{line}");
-            }) as mcpgraph_runtime::engine::NodeObserver
-        });
-        let result = engine
-            .call(
-                &tool,
-                arguments,
-                tokio_util::sync::CancellationToken::new(),
-                observer,
-            )
-            .await;
-        engine.shutdown().await;
-        result.map_err(|e| e.to_string())
+    let observer: Option<mcpgraph_runtime::NodeObserver> = args.trace.then(|| {
+        std::sync::Arc::new(|r: &mcpgraph_runtime::NodeReport<'_>| {
+            let line = serde_json::json!({
+                "index": r.index - 1,
+                "node": r.node,
+                "type": r.node_type,
+                "durationMs": r.duration.as_secs_f64() * 1000.0,
+                "output": mcpgraph_runtime::to_json(r.output),
+            });
+            eprintln!("{line}");
+        }) as mcpgraph_runtime::NodeObserver
     });
-    rt.shutdown_timeout(std::time::Duration::from_millis(100));
+    let outcome = mcpgraph_runtime::call_once(graph, &args.tool, arguments, observer);
     match outcome {
         Ok(value) => {
-            println!("{}", mcpgraph_runtime::value::to_js_json(&value));
+            println!("{}", mcpgraph_runtime::to_js_json(&value));
             ExitCode::SUCCESS
         }
         Err(message) => {
@@ -342,13 +299,7 @@ fn checked_graph(common: &Common) -> Result<mcpgraph_compiler::Graph, ExitCode> 
         let text = render::human_all(&checked, &file, style());
         let _ = std::io::stderr().write_all(text.as_bytes());
     }
-    let graph = checked.graph.ok_or(ExitCode::from(1))?;
-    // Schemas are checked here, so a built server need not check them at start-up.
-    if let Err(message) = mcpgraph_runtime::program::Program::check_schemas(&graph) {
-        eprintln!("error: {message}");
-        return Err(ExitCode::from(1));
-    }
-    Ok(graph)
+    checked.graph.ok_or(ExitCode::from(1))
 }
 
 fn regenerate_command(common: &Common, flag: &str, out: &Path) -> String {

@@ -5,6 +5,7 @@
 //! drained continuously into a bounded log, whose recent lines are appended to errors.
 
 use crate::envsubst::expand_env;
+use crate::failure::{Failure, FailureKind};
 use crate::value::to_jvalue;
 use jsonata_core::value::JValue;
 use mcpgraph_compiler::ir::{Server, ServerId, Transport};
@@ -20,6 +21,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::runtime::Handle;
 use tokio::sync::watch;
 
 /// Lines and bytes of a child's stderr kept for error messages.
@@ -28,8 +30,6 @@ const STDERR_BYTES: usize = 16 * 1024;
 
 pub struct Downstream {
     slots: Vec<Slot>,
-    /// The multi-threaded runtime that owns the connections (runs happen on worker threads).
-    handle: tokio::runtime::Handle,
 }
 
 struct Slot {
@@ -82,7 +82,7 @@ impl StderrLog {
 }
 
 impl Downstream {
-    pub fn new(servers: Vec<Server>, handle: tokio::runtime::Handle) -> Self {
+    pub fn new(servers: Vec<Server>) -> Self {
         Downstream {
             slots: servers
                 .into_iter()
@@ -91,19 +91,21 @@ impl Downstream {
                     connection: tokio::sync::Mutex::new(None),
                 })
                 .collect(),
-            handle,
         }
     }
 
     /// Calls `tool` on server `id`; the node output as §3.3 of the contract extracts it.
+    /// Connections are started on `runtime` (the runtime of the task that made the call, not the
+    /// worker's: a worker busy evaluating could not drive them), and live there.
     pub async fn call(
         &self,
+        runtime: &Handle,
         id: ServerId,
         tool: &str,
         args: Map<String, Value>,
-    ) -> Result<JValue, String> {
+    ) -> Result<JValue, Failure> {
         let slot = &self.slots[id.0 as usize];
-        let connection = self.connect(slot).await?;
+        let connection = self.connect(runtime, slot).await?;
         let mark = connection.stderr.mark();
         let params = CallToolRequestParams::new(tool.to_string()).with_arguments(args);
         let timeout = Duration::from_millis(slot.server.timeout_ms);
@@ -112,21 +114,43 @@ impl Downstream {
         let outcome = tokio::time::timeout(timeout, peer.call_tool_once(params)).await;
         let failure = match outcome {
             Ok(Ok(CallToolResponse::Complete(result))) => return extract(result),
-            Ok(Ok(_)) => "MCP tool call failed: the server answered with an incomplete result (input required or task), which mcpgraph does not support".to_string(),
-            Ok(Err(ServiceError::McpError(e))) => format!("MCP error {}: {}", e.code.0, e.message),
+            Ok(Ok(_)) => Failure::new(
+                FailureKind::Protocol,
+                "MCP tool call failed: the server answered with an incomplete result (input required or task), which mcpgraph does not support",
+            ),
+            Ok(Err(ServiceError::McpError(e))) => Failure::new(
+                FailureKind::Protocol,
+                format!("MCP error {}: {}", e.code.0, e.message),
+            ),
             Ok(Err(ServiceError::TransportClosed | ServiceError::TransportSend(_))) => {
                 // The child is gone: give its stderr a moment to drain so the reason is shown.
                 connection.wait_closed(Duration::from_millis(500)).await;
-                "MCP error -32000: Connection closed".to_string()
+                Failure::new(
+                    FailureKind::Connection,
+                    "MCP error -32000: Connection closed",
+                )
             }
-            Ok(Err(e)) => format!("MCP tool call failed: {e}"),
-            Err(_) => format!("MCP error -32001: Request timed out (timeoutMs {})", slot.server.timeout_ms),
+            Ok(Err(e)) => {
+                let kind = match e {
+                    ServiceError::Timeout { .. } => FailureKind::Timeout,
+                    ServiceError::Cancelled { .. } => FailureKind::Connection,
+                    _ => FailureKind::Protocol,
+                };
+                Failure::new(kind, format!("MCP tool call failed: {e}"))
+            }
+            Err(_) => Failure::new(
+                FailureKind::Timeout,
+                format!(
+                    "MCP error -32001: Request timed out (timeoutMs {})",
+                    slot.server.timeout_ms
+                ),
+            ),
         };
-        Err(with_stderr(failure, &connection.stderr.since(mark)))
+        Err(failure.with_stderr(&connection.stderr.since(mark)))
     }
 
     /// The live connection of a slot, started (again) when there is none.
-    async fn connect(&self, slot: &Slot) -> Result<Arc<Connection>, String> {
+    async fn connect(&self, runtime: &Handle, slot: &Slot) -> Result<Arc<Connection>, Failure> {
         let mut guard = slot.connection.lock().await;
         if let Some(c) = guard.as_ref()
             && !c.service.is_closed()
@@ -135,14 +159,18 @@ impl Downstream {
             return Ok(c.clone());
         }
         if let Some(old) = guard.take() {
-            self.handle.spawn(old.close());
+            runtime.spawn(old.close());
         }
         let server = slot.server.clone();
-        let started = self
-            .handle
+        let started = runtime
             .spawn(async move { start(&server).await })
             .await
-            .map_err(|e| format!("MCP client initialization failed: {e}"))??;
+            .map_err(|e| {
+                Failure::new(
+                    FailureKind::Connection,
+                    format!("MCP client initialization failed: {e}"),
+                )
+            })??;
         let connection = Arc::new(started);
         *guard = Some(connection.clone());
         Ok(connection)
@@ -154,12 +182,10 @@ impl Downstream {
         let mut closing = Vec::new();
         for slot in &self.slots {
             if let Some(c) = slot.connection.lock().await.take() {
-                closing.push(self.handle.spawn(c.close()));
+                closing.push(c.close());
             }
         }
-        for task in closing {
-            let _ = task.await;
-        }
+        futures::future::join_all(closing).await;
     }
 }
 
@@ -181,14 +207,6 @@ impl Connection {
     }
 }
 
-fn with_stderr(message: String, lines: &[String]) -> String {
-    if lines.is_empty() {
-        message
-    } else {
-        format!("{message}\n\nServer stderr output:\n{}", lines.join("\n"))
-    }
-}
-
 fn client_info(server: &Server) -> ClientConfig {
     ClientConfig::new(
         ClientCapabilities::default(),
@@ -199,7 +217,8 @@ fn client_info(server: &Server) -> ClientConfig {
     )
 }
 
-async fn start(server: &Server) -> Result<Connection, String> {
+async fn start(server: &Server) -> Result<Connection, Failure> {
+    let failed = |message: String| Failure::new(FailureKind::Connection, message);
     let timeout = Duration::from_millis(server.timeout_ms);
     match &server.transport {
         Transport::Stdio {
@@ -219,7 +238,9 @@ async fn start(server: &Server) -> Result<Connection, String> {
                 .stderr(Stdio::piped())
                 .spawn()
                 .map_err(|e| {
-                    format!("MCP client initialization failed: cannot start {program:?}: {e}")
+                    failed(format!(
+                        "MCP client initialization failed: cannot start {program:?}: {e}"
+                    ))
                 })?;
             let (closed_tx, _) = watch::channel(false);
             let log = Arc::new(StderrLog {
@@ -242,26 +263,21 @@ async fn start(server: &Server) -> Result<Connection, String> {
                     }
                 });
             }
-            let service = match tokio::time::timeout(timeout, client_info(server).serve(transport))
-                .await
-            {
-                Ok(Ok(service)) => service,
-                Ok(Err(e)) => {
-                    return Err(with_stderr(
-                        format!("MCP client initialization failed: {e}"),
-                        &log.since(0),
-                    ));
-                }
-                Err(_) => {
-                    return Err(with_stderr(
-                        format!(
-                            "MCP client initialization failed: no answer to initialize within {} ms",
-                            server.timeout_ms
-                        ),
-                        &log.since(0),
-                    ));
-                }
-            };
+            let service =
+                match tokio::time::timeout(timeout, client_info(server).serve(transport)).await {
+                    Ok(Ok(service)) => service,
+                    Ok(Err(e)) => {
+                        return Err(failed(format!("MCP client initialization failed: {e}"))
+                            .with_stderr(&log.since(0)));
+                    }
+                    Err(_) => {
+                        return Err(failed(format!(
+                        "MCP client initialization failed: no answer to initialize within {} ms",
+                        server.timeout_ms
+                    ))
+                    .with_stderr(&log.since(0)));
+                    }
+                };
             Ok(Connection {
                 service,
                 stderr: log,
@@ -273,9 +289,9 @@ async fn start(server: &Server) -> Result<Connection, String> {
             let mut custom = std::collections::HashMap::new();
             for (name, value) in headers {
                 let name = http::HeaderName::try_from(name.as_str())
-                    .map_err(|e| format!("header {name:?}: {e}"))?;
+                    .map_err(|e| failed(format!("header {name:?}: {e}")))?;
                 let value = http::HeaderValue::try_from(expand_env(value))
-                    .map_err(|e| format!("header value: {e}"))?;
+                    .map_err(|e| failed(format!("header value: {e}")))?;
                 custom.insert(name, value);
             }
             let config = StreamableHttpClientTransportConfig::with_uri(expand_env(url))
@@ -285,12 +301,14 @@ async fn start(server: &Server) -> Result<Connection, String> {
                 .await
             {
                 Ok(Ok(service)) => service,
-                Ok(Err(e)) => return Err(format!("MCP client initialization failed: {e}")),
+                Ok(Err(e)) => {
+                    return Err(failed(format!("MCP client initialization failed: {e}")));
+                }
                 Err(_) => {
-                    return Err(format!(
+                    return Err(failed(format!(
                         "MCP client initialization failed: no answer to initialize within {} ms",
                         server.timeout_ms
-                    ));
+                    )));
                 }
             };
             Ok(Connection {
@@ -304,7 +322,7 @@ async fn start(server: &Server) -> Result<Connection, String> {
 /// A downstream result → node output (contract §3.3): `structuredContent` if present; else the
 /// first content item (a non-empty text parsed as JSON when it parses, else the string; an empty
 /// text or a non-text item as the item object); no content → undefined. `isError` fails the node.
-pub fn extract(result: CallToolResult) -> Result<JValue, String> {
+pub fn extract(result: CallToolResult) -> Result<JValue, Failure> {
     if result.is_error == Some(true) {
         let first_text = result
             .content
@@ -316,7 +334,10 @@ pub fn extract(result: CallToolResult) -> Result<JValue, String> {
             })
             .unwrap_or_else(|| "Tool call failed".to_string());
         let full = serde_json::to_string_pretty(&result).unwrap_or_default();
-        return Err(format!("{first_text}\n\nTool call result:\n{full}"));
+        return Err(Failure::new(
+            FailureKind::Tool,
+            format!("{first_text}\n\nTool call result:\n{full}"),
+        ));
     }
     if let Some(structured) = &result.structured_content {
         return Ok(to_jvalue(structured));

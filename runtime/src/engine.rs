@@ -1,15 +1,18 @@
 //! The engine: a program, its downstream connections and the run workers. `serve`, built
 //! servers, `mcpgraph call` and `graph!` programs all call tools through this one type.
 
+use crate::cancel::Cancel;
 use crate::downstream::Downstream;
-pub use crate::executor::NodeObserver;
-use crate::executor::{self, Cancel, RunEnv, RunError, RunErrorKind};
+use crate::executor::{self, NodeObserver, RunEnv};
+use crate::failure::{Failure, FailureKind, RunError};
 use crate::pool::Pool;
 use crate::program::Program;
 use crate::value::to_json;
+use mcpgraph_compiler::Graph;
 use serde_json::{Map, Value};
 use std::fmt;
 use std::sync::Arc;
+use tokio::runtime::Handle;
 use tokio_util::sync::CancellationToken;
 
 pub struct Engine {
@@ -20,6 +23,15 @@ pub struct Engine {
     shutdown: CancellationToken,
 }
 
+/// Why [`Engine::load`] failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LoadError {
+    #[error("cannot start the run workers: {0}")]
+    Workers(#[from] std::io::Error),
+}
+
+/// Why a call failed.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CallError {
     UnknownTool(String),
@@ -59,25 +71,49 @@ impl fmt::Display for CallError {
 
 impl std::error::Error for CallError {}
 
+impl CallError {
+    /// The failure's kind: an unknown tool is the caller's protocol error, a schema violation
+    /// `schema`.
+    pub fn kind(&self) -> FailureKind {
+        match self {
+            CallError::UnknownTool(_) => FailureKind::Protocol,
+            CallError::InvalidArguments { .. } | CallError::InvalidResult { .. } => {
+                FailureKind::Schema
+            }
+            CallError::Run(e) => e.kind(),
+            CallError::Cancelled => FailureKind::Cancelled,
+        }
+    }
+}
+
 impl Engine {
-    /// Must be called inside a multi-threaded tokio runtime: downstream connections live there.
-    pub fn new(program: Program) -> std::io::Result<Engine> {
-        let handle = tokio::runtime::Handle::current();
+    /// Prepares a checked graph and starts the run workers. Works anywhere, inside a tokio
+    /// runtime or not: downstream servers are started on first use, on the runtime of the call
+    /// that needs them.
+    pub fn load(graph: Graph) -> Result<Engine, LoadError> {
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let program = Program::new(graph);
         Ok(Engine {
-            downstream: Arc::new(Downstream::new(program.graph.servers.clone(), handle)),
+            downstream: Arc::new(Downstream::new(program.graph.servers.clone())),
             program: Arc::new(program),
             pool: Pool::new(threads)?,
             shutdown: CancellationToken::new(),
         })
     }
 
-    pub fn program(&self) -> &Program {
+    /// The graph being served.
+    pub fn graph(&self) -> &Graph {
+        &self.program.graph
+    }
+
+    pub(crate) fn program(&self) -> &Program {
         &self.program
     }
 
     /// Calls a tool: arguments validated against `inputSchema` before any node runs, the result
-    /// against `outputSchema`.
+    /// against `outputSchema`. A tool that calls downstream servers must be called inside a
+    /// multi-threaded tokio runtime (or one whose thread is free while the call waits): the
+    /// connections are started there.
     pub async fn call(
         &self,
         name: &str,
@@ -105,6 +141,7 @@ impl Engine {
             // and none of its (!Send) values outlives this synchronous block.
             let env = RunEnv {
                 downstream: self.downstream.clone(),
+                runtime: None,
                 cancel,
                 on_node: observer,
             };
@@ -116,22 +153,27 @@ impl Engine {
                     outcome.map(|v| to_json(&v).unwrap_or_else(|| Value::Object(Map::new())))
                 }
                 // Only an mcp node awaits; say so rather than hang if that ever changes.
+                // (No kind fits an internal error; `tool`: the tool failed.)
                 std::task::Poll::Pending => Err(RunError {
                     tool: name.to_string(),
                     node: None,
-                    kind: RunErrorKind::Node,
-                    message: "internal error: a run without downstream calls did not complete"
-                        .into(),
+                    failure: Failure::new(
+                        FailureKind::Tool,
+                        "internal error: a run without downstream calls did not complete",
+                    ),
                 }),
             }
         } else {
             let program = self.program.clone();
             let downstream = self.downstream.clone();
+            // Downstream connections live on the caller's runtime, not on the worker's.
+            let runtime = Handle::try_current().ok();
             self.pool
                 .run(move || {
                     Box::pin(async move {
                         let env = RunEnv {
                             downstream,
+                            runtime,
                             cancel,
                             on_node: observer,
                         };
@@ -145,7 +187,7 @@ impl Engine {
         };
         let value = match result {
             Ok(v) => v,
-            Err(e) if e.kind == RunErrorKind::Cancelled => return Err(CallError::Cancelled),
+            Err(e) if e.kind() == FailureKind::Cancelled => return Err(CallError::Cancelled),
             Err(e) => return Err(CallError::Run(e)),
         };
         if tool.has_output_schema() {

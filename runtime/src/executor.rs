@@ -4,7 +4,9 @@
 //! a run is a `!Send` future driven on a worker thread's `LocalSet` (see `pool.rs`); everything
 //! it shares with other runs (`Program`, downstream connections) is `Send + Sync`.
 
+use crate::cancel::Cancel;
 use crate::downstream::Downstream;
+use crate::failure::{Failure, FailureKind, RunError};
 use crate::history::{History, Record, SharedHistory};
 use crate::jsonata::{EvalError, Jsonata, Settings};
 use crate::jsonlogic::{self, Vars};
@@ -13,48 +15,26 @@ use crate::value::{to_json, to_jvalue};
 use crate::watchdog;
 use jsonata_core::evaluator::CancelToken;
 use jsonata_core::value::JValue;
-use mcpgraph_compiler::ir::{Expr, Node, NodeId, NodeKind, Template, Tool};
+use mcpgraph_compiler::ir::{
+    Condition, Expr, Limits, Node, NodeId, NodeKind, ServerId, Template, Tool,
+};
 use serde_json::{Map, Value};
 use std::cell::RefCell;
-use std::fmt;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio_util::sync::CancellationToken;
+use tokio::runtime::Handle;
 
 /// What a run may use from the outside, and what it reports while it runs.
 pub struct RunEnv {
     pub downstream: Arc<Downstream>,
+    /// The runtime downstream connections are started on (the caller's); `None`: the runtime
+    /// the run is on.
+    pub runtime: Option<Handle>,
     /// Cancelled when the client cancels the call or the server shuts down.
     pub cancel: Cancel,
     /// Called after each executed node.
     pub on_node: Option<NodeObserver>,
-}
-
-/// A run's cancellation: the client cancelling the call, or the server shutting down. Two tokens
-/// looked at together, so no task has to combine them into one.
-#[derive(Clone, Default)]
-pub struct Cancel {
-    call: CancellationToken,
-    shutdown: CancellationToken,
-}
-
-impl Cancel {
-    pub fn new(call: CancellationToken, shutdown: CancellationToken) -> Cancel {
-        Cancel { call, shutdown }
-    }
-
-    pub fn is_cancelled(&self) -> bool {
-        self.call.is_cancelled() || self.shutdown.is_cancelled()
-    }
-
-    /// Completes when either token is cancelled.
-    pub async fn cancelled(&self) {
-        tokio::select! {
-            () = self.call.cancelled() => {}
-            () = self.shutdown.cancelled() => {}
-        }
-    }
 }
 
 /// Called after each executed node of a call (progress notifications, `--trace`).
@@ -62,6 +42,7 @@ pub type NodeObserver = Arc<dyn Fn(&NodeReport<'_>) + Send + Sync>;
 
 /// One executed node, as progress notifications and `--trace` see it.
 pub struct NodeReport<'a> {
+    /// 1 for the first executed node.
     pub index: usize,
     pub node: &'a str,
     pub node_type: &'static str,
@@ -70,34 +51,19 @@ pub struct NodeReport<'a> {
     pub output: &'a JValue,
 }
 
-/// Why a run failed.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RunError {
-    pub tool: String,
-    /// The node that failed (`None` for limits and cancellation, which fall between nodes).
-    pub node: Option<(String, &'static str)>,
-    pub kind: RunErrorKind,
-    pub message: String,
-}
+/// A node's outcome: its output and the node that runs next (`None` only for the exit).
+type Step = Result<(JValue, Option<NodeId>), Failure>;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RunErrorKind {
-    Limit,
-    Cancelled,
-    Node,
-}
-
-impl fmt::Display for RunError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.node {
-            Some((id, kind)) => write!(
-                f,
-                "tool \"{}\", node \"{id}\" ({kind}): {}",
-                self.tool, self.message
-            ),
-            None => write!(f, "tool \"{}\": {}", self.tool, self.message),
-        }
-    }
+/// One run's state, which every node function sees.
+struct Run<'a> {
+    tool: &'a Tool,
+    env: &'a RunEnv,
+    limits: Limits,
+    started: Instant,
+    deadline: Instant,
+    history: SharedHistory,
+    jsonata: Jsonata,
+    arguments: JValue,
 }
 
 /// Runs tool `tool` of `program` with `args`; the result is the exit node's output.
@@ -108,19 +74,18 @@ pub async fn run(
     env: &RunEnv,
 ) -> Result<JValue, RunError> {
     let prepared = &program.tools[tool];
-    let tool_ir = &prepared.ir;
     let limits = program.graph.limits;
     let started = Instant::now();
     let deadline = started + Duration::from_millis(limits.max_execution_time_ms);
     let history: SharedHistory = Rc::new(RefCell::new(History::new(
         prepared.names.clone(),
-        tool_ir.nodes.len(),
+        prepared.ir.nodes.len(),
     )));
     let evaluation_cancel = CancelToken::new();
     // The watchdog stops an evaluation in flight at the time limit or when the client cancels;
     // without it (no thread), jsonata-core bounds each evaluation by reading the clock.
     let watch = watchdog::watch(deadline, &env.cancel, &evaluation_cancel);
-    let mut jsonata = Jsonata::new(
+    let jsonata = Jsonata::new(
         Some(&history),
         Settings {
             timeout_ms: watch.is_none().then_some(limits.max_execution_time_ms),
@@ -128,151 +93,259 @@ pub async fn run(
             ..Settings::default()
         },
     );
-    let arguments = to_jvalue(&Value::Object(args));
-    let fail = |node: Option<&Node>, kind: RunErrorKind, message: String| RunError {
-        tool: tool_ir.name.clone(),
-        node: node.map(|n| (n.id.clone(), n.kind.type_name())),
-        kind,
-        message,
-    };
-    let time_limit = |elapsed: Duration| {
-        format!(
-            "Execution limit exceeded: maximum execution time ({}ms) reached. Elapsed time: {}ms",
-            limits.max_execution_time_ms,
-            elapsed.as_millis()
-        )
+    let mut run = Run {
+        tool: &prepared.ir,
+        env,
+        limits,
+        started,
+        deadline,
+        history,
+        jsonata,
+        arguments: to_jvalue(&Value::Object(args)),
     };
 
-    let mut current = tool_ir.entry;
+    let mut current = run.tool.entry;
     loop {
-        let executed = history.borrow().len();
-        if executed as u64 >= limits.max_node_executions {
-            return Err(fail(
-                None,
-                RunErrorKind::Limit,
-                format!(
-                    "Execution limit exceeded: maximum node executions ({}) reached. Current execution count: {executed}",
-                    limits.max_node_executions
-                ),
-            ));
-        }
-        let elapsed = started.elapsed();
-        if elapsed.as_millis() as u64 >= limits.max_execution_time_ms {
-            return Err(fail(None, RunErrorKind::Limit, time_limit(elapsed)));
-        }
-        if env.cancel.is_cancelled() {
-            return Err(fail(
-                None,
-                RunErrorKind::Cancelled,
-                "Execution was cancelled".into(),
-            ));
-        }
-
-        let node = tool_ir.node(current);
-        let node_start = started.elapsed();
+        run.check_limits()?;
+        let node = run.tool.node(current);
+        let node_start = run.started.elapsed();
         let step = match &node.kind {
-            NodeKind::Entry => Ok((arguments.clone(), node.next)),
-            NodeKind::Exit => {
-                let last = history
-                    .borrow()
-                    .last()
-                    .map(|r| r.output.clone())
-                    .unwrap_or(JValue::Undefined);
-                Ok((exit_output(last), None))
-            }
-            NodeKind::Transform(expr) => {
-                let context = history.borrow().context().clone();
-                jsonata
-                    .eval(expr, &context)
-                    .map(|v| (v, node.next))
-                    .map_err(|e| e.to_string())
-            }
-            NodeKind::Switch { conditions } => {
-                let context = history.borrow().context().clone();
-                switch(tool_ir, node, conditions, &mut jsonata, &context)
-            }
+            NodeKind::Entry => entry(&run, node),
+            NodeKind::Exit => exit(&run),
+            NodeKind::Transform(expr) => transform(&mut run, node, expr),
+            NodeKind::Switch { conditions } => switch(&mut run, node, conditions),
             NodeKind::Mcp {
                 server,
                 tool: name,
                 args,
-            } => {
-                let context = history.borrow().context().clone();
-                match evaluate_args(args, &mut jsonata, &context) {
-                    Err(e) => Err(e.to_string()),
-                    Ok(call_args) => {
-                        let call = env.downstream.call(*server, name, call_args);
-                        tokio::select! {
-                            result = call => result.map(|v| (v, node.next)),
-                            () = tokio::time::sleep_until(deadline.into()) => {
-                                return Err(fail(None, RunErrorKind::Limit, time_limit(started.elapsed())));
-                            }
-                            () = env.cancel.cancelled() => {
-                                return Err(fail(None, RunErrorKind::Cancelled, "Execution was cancelled".into()));
-                            }
-                        }
-                    }
-                }
-            }
+            } => mcp(&mut run, node, *server, name, args).await,
         };
-        let (output, next) = match step {
-            Ok(step) => step,
-            Err(message) => {
-                // An evaluation stopped by the run's time limit or cancellation reads as such.
-                if started.elapsed().as_millis() as u64 >= limits.max_execution_time_ms
-                    && (message.contains("timeout") || message.contains("Evaluation cancelled"))
-                {
-                    return Err(fail(
-                        None,
-                        RunErrorKind::Limit,
-                        time_limit(started.elapsed()),
-                    ));
-                }
-                if env.cancel.is_cancelled() {
-                    return Err(fail(
-                        None,
-                        RunErrorKind::Cancelled,
-                        "Execution was cancelled".into(),
-                    ));
-                }
-                return Err(fail(Some(node), RunErrorKind::Node, message));
-            }
-        };
-        let duration = started.elapsed() - node_start;
-        let index = {
-            let mut h = history.borrow_mut();
-            h.push(
-                &node.id,
-                Record {
-                    node: current,
-                    output: output.clone(),
-                    start: node_start,
-                    duration,
-                },
-            );
-            h.len()
-        };
-        if let Some(report) = &env.on_node {
-            report(&NodeReport {
-                index,
-                node: &node.id,
-                node_type: node.kind.type_name(),
-                start: node_start,
-                duration,
-                output: &output,
-            });
-        }
+        let (output, next) = step.map_err(|failure| run.error(node, failure))?;
+        run.record(current, node, node_start, &output);
         match (&node.kind, next) {
             (NodeKind::Exit, _) => return Ok(output),
             (_, Some(next)) => current = next,
             // The checker guarantees a `next` on every node but switches and the exit.
             (_, None) => {
-                return Err(fail(
-                    Some(node),
-                    RunErrorKind::Node,
+                let failure = Failure::new(
+                    FailureKind::Route,
                     format!("Node {} has no next node and is not the exit node", node.id),
-                ));
+                );
+                return Err(run.error(node, failure));
             }
         }
+    }
+}
+
+impl Run<'_> {
+    /// The limits and cancellation, looked at before each node.
+    fn check_limits(&self) -> Result<(), RunError> {
+        let executed = self.history.borrow().len();
+        if executed as u64 >= self.limits.max_node_executions {
+            return Err(self.between_nodes(Failure::new(
+                FailureKind::Limit,
+                format!(
+                    "Execution limit exceeded: maximum node executions ({}) reached. Current execution count: {executed}",
+                    self.limits.max_node_executions
+                ),
+            )));
+        }
+        if self.past_deadline() {
+            return Err(self.between_nodes(self.time_limit()));
+        }
+        if self.env.cancel.is_cancelled() {
+            return Err(self.between_nodes(cancelled()));
+        }
+        Ok(())
+    }
+
+    fn past_deadline(&self) -> bool {
+        self.started.elapsed() >= Duration::from_millis(self.limits.max_execution_time_ms)
+    }
+
+    fn time_limit(&self) -> Failure {
+        Failure::new(
+            FailureKind::Limit,
+            format!(
+                "Execution limit exceeded: maximum execution time ({}ms) reached. Elapsed time: {}ms",
+                self.limits.max_execution_time_ms,
+                self.started.elapsed().as_millis()
+            ),
+        )
+    }
+
+    /// A failure of the run itself (limits, cancellation), which names no node.
+    fn between_nodes(&self, failure: Failure) -> RunError {
+        RunError {
+            tool: self.tool.name.clone(),
+            node: None,
+            failure,
+        }
+    }
+
+    /// The run's error for `node`'s failure. A node stopped by the time limit or by cancellation
+    /// (an evaluation interrupted, a downstream call abandoned) reads as that, between nodes.
+    fn error(&self, node: &Node, failure: Failure) -> RunError {
+        let interrupted = matches!(failure.kind, FailureKind::Limit | FailureKind::Cancelled);
+        if interrupted && self.past_deadline() {
+            return self.between_nodes(self.time_limit());
+        }
+        if self.env.cancel.is_cancelled() {
+            return self.between_nodes(cancelled());
+        }
+        let failure = if interrupted {
+            // Only the deadline and cancellation interrupt a node, and neither happened: keep
+            // the message, as an expression's failure.
+            Failure {
+                kind: FailureKind::Expression,
+                ..failure
+            }
+        } else {
+            failure
+        };
+        RunError {
+            tool: self.tool.name.clone(),
+            node: Some((node.id.clone(), node.kind.type_name())),
+            failure,
+        }
+    }
+
+    /// Appends the node's record to the history and reports it.
+    fn record(&self, id: NodeId, node: &Node, start: Duration, output: &JValue) {
+        let duration = self.started.elapsed() - start;
+        let index = {
+            let mut history = self.history.borrow_mut();
+            history.push(
+                &node.id,
+                Record {
+                    node: id,
+                    output: output.clone(),
+                    start,
+                    duration,
+                },
+            );
+            history.len()
+        };
+        if let Some(report) = &self.env.on_node {
+            report(&NodeReport {
+                index,
+                node: &node.id,
+                node_type: node.kind.type_name(),
+                start,
+                duration,
+                output,
+            });
+        }
+    }
+
+    /// The context expressions see: the newest output of each node, newest first.
+    fn context(&self) -> JValue {
+        self.history.borrow().context().clone()
+    }
+}
+
+fn cancelled() -> Failure {
+    Failure::new(FailureKind::Cancelled, "Execution was cancelled")
+}
+
+/// `entry`: the call's arguments.
+fn entry(run: &Run<'_>, node: &Node) -> Step {
+    Ok((run.arguments.clone(), node.next))
+}
+
+/// `exit`: the previous node's output (see [`exit_output`]).
+fn exit(run: &Run<'_>) -> Step {
+    let last = run
+        .history
+        .borrow()
+        .last()
+        .map(|r| r.output.clone())
+        .unwrap_or(JValue::Undefined);
+    Ok((exit_output(last), None))
+}
+
+/// `transform`: the expression's value.
+fn transform(run: &mut Run<'_>, node: &Node, expr: &Expr) -> Step {
+    let context = run.context();
+    let value = run.jsonata.eval(expr, &context)?;
+    Ok((value, node.next))
+}
+
+/// `switch`: the first condition that holds (its target's id is the output), else the default.
+fn switch(run: &mut Run<'_>, node: &Node, conditions: &[Condition]) -> Step {
+    let context = run.context();
+    let mut vars = GraphVars {
+        jsonata: &mut run.jsonata,
+        context: &context,
+        interrupted: None,
+    };
+    for condition in conditions {
+        let matched = match &condition.rule {
+            None => true,
+            Some(rule) => {
+                let value = jsonlogic::apply(rule, &context, &mut vars).map_err(|message| {
+                    let rule_text =
+                        serde_json::to_string_pretty(&rule.to_json()).unwrap_or_default();
+                    Failure::new(
+                        vars.interrupted.unwrap_or(FailureKind::Expression),
+                        format!("JSON Logic evaluation failed: {message}\nRule: {rule_text}"),
+                    )
+                })?;
+                // The switch converts the final value with JavaScript Boolean(), not JSON Logic's
+                // truthiness: [] and {} are true.
+                crate::js::boolean(&value)
+            }
+        };
+        if matched {
+            let target = condition.target;
+            return Ok((
+                JValue::string(run.tool.node(target).id.as_str()),
+                Some(target),
+            ));
+        }
+    }
+    match node.next {
+        Some(default) => Ok((
+            JValue::string(run.tool.node(default).id.as_str()),
+            Some(default),
+        )),
+        None => Err(Failure::new(
+            FailureKind::Route,
+            format!(
+                "Switch node {}: No conditions matched and no default case provided",
+                node.id
+            ),
+        )),
+    }
+}
+
+/// `mcp`: the downstream tool's result, bounded by the run's deadline and cancellation.
+async fn mcp(
+    run: &mut Run<'_>,
+    node: &Node,
+    server: ServerId,
+    tool: &str,
+    args: &Template,
+) -> Step {
+    let context = run.context();
+    let call_args = evaluate_args(args, &mut run.jsonata, &context)?;
+    let Some(runtime) = run
+        .env
+        .runtime
+        .clone()
+        .or_else(|| Handle::try_current().ok())
+    else {
+        return Err(Failure::new(
+            FailureKind::Connection,
+            "MCP client initialization failed: no tokio runtime to run the connection on",
+        ));
+    };
+    let call = run.env.downstream.call(&runtime, server, tool, call_args);
+    tokio::select! {
+        result = call => result.map(|v| (v, node.next)),
+        // The run's error reads these as the limit and the cancellation.
+        () = tokio::time::sleep_until(run.deadline.into()) => Err(Failure::new(FailureKind::Limit, "")),
+        () = run.env.cancel.cancelled() => Err(cancelled()),
     }
 }
 
@@ -293,55 +366,22 @@ fn exit_output(last: JValue) -> JValue {
     }
 }
 
+/// JSON Logic's `var`s, which are JSONata in graphs. An evaluation the run interrupted is
+/// remembered: JSON Logic's error is text, and its kind would be lost.
 struct GraphVars<'a> {
     jsonata: &'a mut Jsonata,
     context: &'a JValue,
+    interrupted: Option<FailureKind>,
 }
 
 impl Vars for GraphVars<'_> {
     fn var(&mut self, expr: &Expr) -> Result<JValue, String> {
-        self.jsonata
-            .eval(expr, self.context)
-            .map_err(|e| e.to_string())
-    }
-}
-
-fn switch(
-    tool: &Tool,
-    node: &Node,
-    conditions: &[mcpgraph_compiler::ir::Condition],
-    jsonata: &mut Jsonata,
-    context: &JValue,
-) -> Result<(JValue, Option<NodeId>), String> {
-    let mut vars = GraphVars { jsonata, context };
-    for condition in conditions {
-        let matched = match &condition.rule {
-            None => true,
-            Some(rule) => {
-                let value = jsonlogic::apply(rule, context, &mut vars).map_err(|message| {
-                    let rule_text =
-                        serde_json::to_string_pretty(&rule.to_json()).unwrap_or_default();
-                    format!("JSON Logic evaluation failed: {message}\nRule: {rule_text}")
-                })?;
-                // The switch converts the final value with JavaScript Boolean(), not JSON Logic's
-                // truthiness: [] and {} are true.
-                crate::js::boolean(&value)
+        self.jsonata.eval(expr, self.context).map_err(|e| {
+            if e.kind() != FailureKind::Expression {
+                self.interrupted = Some(e.kind());
             }
-        };
-        if matched {
-            let target = condition.target;
-            return Ok((JValue::string(tool.node(target).id.as_str()), Some(target)));
-        }
-    }
-    match node.next {
-        Some(default) => Ok((
-            JValue::string(tool.node(default).id.as_str()),
-            Some(default),
-        )),
-        None => Err(format!(
-            "Switch node {}: No conditions matched and no default case provided",
-            node.id
-        )),
+            e.to_string()
+        })
     }
 }
 

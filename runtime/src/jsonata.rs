@@ -1,6 +1,7 @@
 //! JSONata evaluation for one run: jsonata-core's evaluator with the history functions
 //! registered as host functions, guard rails set, and errors in the original's words.
 
+use crate::failure::{Failure, FailureKind};
 use crate::history::{self, SharedHistory};
 use jsonata_core::ast::AstNode;
 use jsonata_core::evaluator::{
@@ -49,6 +50,25 @@ impl std::fmt::Display for EvalError {
             "JSONata evaluation failed: {}\nExpression: {}",
             self.message, self.expression
         )
+    }
+}
+
+impl EvalError {
+    /// What kind of failure this is: an evaluation stopped by the run's time limit (D1012) or by
+    /// its cancel token (U1003, which the watchdog also trips at the deadline: the run tells the
+    /// two apart by its clock) is not an expression's failure.
+    pub fn kind(&self) -> FailureKind {
+        match self.code.as_deref() {
+            Some("D1012") => FailureKind::Limit,
+            Some("U1003") => FailureKind::Cancelled,
+            _ => FailureKind::Expression,
+        }
+    }
+}
+
+impl From<EvalError> for Failure {
+    fn from(error: EvalError) -> Failure {
+        Failure::new(error.kind(), error.to_string())
     }
 }
 

@@ -22,7 +22,7 @@ pub struct PreparedTool {
     /// Node id → index, for the history functions.
     pub names: Arc<HashMap<String, NodeId>>,
     /// Compiled on the tool's first call: start-up stays cheap, and a server with many tools
-    /// pays only for those it uses. (The schemas compiled once already, in `Program::new`.)
+    /// pays only for those it uses. (The compiler checked the schemas against the meta-schema.)
     validators: OnceLock<Result<Validators, String>>,
     /// No mcp node: a run never awaits, so it can run inline on the request's task.
     pub pure: bool,
@@ -31,22 +31,8 @@ pub struct PreparedTool {
 }
 
 impl Program {
-    /// Every tool's schemas against the JSON Schema meta-schema: `serve`, `emit` and `build`
-    /// check this when they load a graph, so a built server starts without doing it again.
-    pub fn check_schemas(graph: &Graph) -> Result<(), String> {
-        for tool in &graph.tools {
-            jsonschema::meta::validate(&tool.input_schema)
-                .map_err(|e| format!("tool \"{}\": invalid inputSchema: {e}", tool.name))?;
-            if let Some(schema) = &tool.output_schema {
-                jsonschema::meta::validate(schema)
-                    .map_err(|e| format!("tool \"{}\": invalid outputSchema: {e}", tool.name))?;
-            }
-        }
-        Ok(())
-    }
-
     /// Prepares a checked graph. Validators are compiled on each tool's first call.
-    pub fn new(graph: Graph) -> Result<Program, String> {
+    pub fn new(graph: Graph) -> Program {
         let mut tools = Vec::with_capacity(graph.tools.len());
         let mut by_name = HashMap::new();
         for (i, tool) in graph.tools.iter().enumerate() {
@@ -76,11 +62,11 @@ impl Program {
                 advertised,
             });
         }
-        Ok(Program {
+        Program {
             graph,
             tools,
             by_name,
-        })
+        }
     }
 
     pub fn tool_index(&self, name: &str) -> Option<usize> {

@@ -1,17 +1,35 @@
 //! Serving over stdio, with the lifecycle of contract §5: on stdin EOF, SIGTERM or SIGINT the
 //! server stops taking calls, cancels runs, closes each downstream child (stdin closed, a grace
-//! period, SIGTERM, SIGKILL) and exits 0.
+//! period, SIGTERM, SIGKILL) and exits 0. `mcpgraph serve`, built servers and `graph!` programs
+//! all start here.
 
-use crate::engine::Engine;
-use crate::program::Program;
-use crate::server::{GraphServer, Identity};
-use mcpgraph_compiler::{Checked, SourceFile, render};
+use crate::engine::{CallError, Engine, LoadError};
+use crate::executor::NodeObserver;
+use crate::server::GraphServer;
+use mcpgraph_compiler::Graph;
 use rmcp::ServiceExt;
-use std::sync::Arc;
+use serde_json::{Map, Value};
+use std::process::ExitCode;
 use std::time::Duration;
 
 /// The most a shutdown waits for downstream children before the process exits anyway.
 const SHUTDOWN_LIMIT: Duration = Duration::from_secs(8);
+/// How long runs still pending on worker threads may keep the process once serving ended.
+const RUNTIME_GRACE: Duration = Duration::from_millis(100);
+
+/// Why serving (or a process's one call) failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServeError {
+    #[error(transparent)]
+    Call(#[from] CallError),
+    #[error("MCP handshake failed: {0}")]
+    Handshake(#[source] rmcp::service::ServerInitializeError),
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+    #[error(transparent)]
+    Load(#[from] LoadError),
+}
 
 /// Logs go to stderr (stdout carries MCP only), quiet by default; `MCPGRAPH_LOG` or `RUST_LOG`
 /// raise them (`MCPGRAPH_LOG=debug`, `RUST_LOG=mcpgraph=trace`).
@@ -26,46 +44,67 @@ pub fn init_logging() {
         .try_init();
 }
 
-/// The server for a checked graph file: a working one, or — when the graph does not check or its
-/// schemas do not compile — one that reports why on every request.
-pub fn server_for(checked: Checked, file: &SourceFile) -> GraphServer {
-    let diagnostics = render::plain_list(&checked, file);
-    let Some(graph) = checked.graph else {
-        return GraphServer::broken(identity_of(file), diagnostics);
+/// A whole process's one call (`mcpgraph call`): logging, a multi-threaded runtime, the
+/// graph loaded, `tool` called, the downstream servers closed.
+pub fn call_once(
+    graph: Graph,
+    tool: &str,
+    arguments: Map<String, Value>,
+    observer: Option<NodeObserver>,
+) -> Result<Value, ServeError> {
+    init_logging();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(ServeError::Runtime)?;
+    let outcome = runtime.block_on(async move {
+        let engine = Engine::load(graph)?;
+        let result = engine
+            .call(tool, arguments, Default::default(), observer)
+            .await;
+        engine.shutdown().await;
+        Ok(result?)
+    });
+    runtime.shutdown_timeout(RUNTIME_GRACE);
+    outcome
+}
+
+/// A whole process's serving: logging, a multi-threaded runtime, the server `make_server`
+/// builds (inside the runtime), serving until stdin closes or a signal arrives, then a bounded
+/// shutdown. Exit 0, or 1 with the error on stderr.
+pub fn run_stdio(make_server: impl FnOnce() -> Result<GraphServer, ServeError>) -> ExitCode {
+    init_logging();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => return exit_code(Err(ServeError::Runtime(e))),
     };
-    let server = graph.server.clone();
-    let identity = Identity {
-        name: server.name,
-        version: server.version,
-        title: server.title,
-        instructions: server.instructions,
-    };
-    let prepared = Program::check_schemas(&graph)
-        .and_then(|()| Program::new(graph))
-        .and_then(|p| Engine::new(p).map_err(|e| e.to_string()));
-    match prepared {
-        Ok(engine) => GraphServer::new(Arc::new(engine)),
-        Err(message) => GraphServer::broken(identity, message),
+    let outcome = runtime.block_on(async move { serve_stdio(make_server()?).await });
+    // Runs still pending on worker threads must not keep the process alive.
+    runtime.shutdown_timeout(RUNTIME_GRACE);
+    exit_code(outcome)
+}
+
+fn exit_code(outcome: Result<(), ServeError>) -> ExitCode {
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(1)
+        }
     }
 }
 
-/// What a graph that does not check can still say about itself.
-fn identity_of(file: &SourceFile) -> Identity {
-    Identity {
-        name: "mcpgraph".to_string(),
-        version: env!("CARGO_PKG_VERSION").to_string(),
-        title: format!("mcpgraph: {} (does not check)", file.name),
-        instructions: None,
-    }
-}
-
-/// Serves over stdin/stdout until stdin closes or a signal arrives.
-pub async fn serve_stdio(server: GraphServer) -> Result<(), String> {
+/// Serves over stdin/stdout until stdin closes or a signal arrives, then stops every run and
+/// closes the downstream servers (at most [`SHUTDOWN_LIMIT`]).
+pub async fn serve_stdio(server: GraphServer) -> Result<(), ServeError> {
     let service = server
         .clone()
         .serve(rmcp::transport::stdio())
         .await
-        .map_err(|e| format!("MCP handshake failed: {e}"))?;
+        .map_err(ServeError::Handshake)?;
     let token = service.cancellation_token();
     let waiting = service.waiting();
     tokio::pin!(waiting);

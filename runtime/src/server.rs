@@ -1,7 +1,8 @@
 //! The MCP server: a hand-written rmcp `ServerHandler` over the engine (contract §4).
 
-use crate::engine::{CallError, Engine, NodeObserver};
-use crate::executor::NodeReport;
+use crate::engine::{CallError, Engine};
+use crate::executor::{NodeObserver, NodeReport};
+use mcpgraph_compiler::{Checked, SourceFile, render};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
     CustomResult, Implementation, InitializeResult, ListToolsResult, PaginatedRequestParams,
@@ -14,11 +15,11 @@ use std::sync::Arc;
 
 /// What the server says about itself in `initialize`.
 #[derive(Clone, Debug)]
-pub struct Identity {
-    pub name: String,
-    pub version: String,
-    pub title: String,
-    pub instructions: Option<String>,
+struct Identity {
+    name: String,
+    version: String,
+    title: String,
+    instructions: Option<String>,
 }
 
 #[derive(Clone)]
@@ -41,8 +42,9 @@ enum State {
 }
 
 impl GraphServer {
+    /// The server of a loaded graph.
     pub fn new(engine: Arc<Engine>) -> Self {
-        let graph = &engine.program().graph;
+        let graph = engine.graph();
         let identity = Identity {
             name: graph.server.name.clone(),
             version: graph.server.version.clone(),
@@ -63,9 +65,36 @@ impl GraphServer {
         }
     }
 
+    /// The server for a checked graph file (`mcpgraph serve`): a working one, or — when the
+    /// graph does not check or cannot be loaded — one that reports why on every request.
+    pub fn for_checked(checked: Checked, file: &SourceFile) -> GraphServer {
+        let diagnostics = render::plain_list(&checked, file);
+        let Some(graph) = checked.graph else {
+            return GraphServer::broken(
+                Identity {
+                    name: "mcpgraph".to_string(),
+                    version: env!("CARGO_PKG_VERSION").to_string(),
+                    title: format!("mcpgraph: {} (does not check)", file.name),
+                    instructions: None,
+                },
+                diagnostics,
+            );
+        };
+        let identity = Identity {
+            name: graph.server.name.clone(),
+            version: graph.server.version.clone(),
+            title: graph.server.title.clone(),
+            instructions: graph.server.instructions.clone(),
+        };
+        match Engine::load(graph) {
+            Ok(engine) => GraphServer::new(Arc::new(engine)),
+            Err(e) => GraphServer::broken(identity, e.to_string()),
+        }
+    }
+
     /// A server for a graph that does not check: it completes the handshake, puts the
     /// diagnostics in `instructions`, lists no tools and answers every call with them.
-    pub fn broken(identity: Identity, diagnostics: String) -> Self {
+    fn broken(identity: Identity, diagnostics: String) -> Self {
         let identity = Identity {
             instructions: Some(format!(
                 "This graph does not check; no tool can run until it is fixed.\n{diagnostics}"
@@ -89,7 +118,7 @@ impl GraphServer {
 }
 
 /// A successful result: the compact JSON text, plus `structuredContent` for an object.
-pub fn success(value: Value) -> CallToolResult {
+fn success(value: Value) -> CallToolResult {
     let text = crate::value::to_js_json(&value);
     let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
     if value.is_object() {
@@ -98,7 +127,7 @@ pub fn success(value: Value) -> CallToolResult {
     result
 }
 
-pub fn failure(message: String) -> CallToolResult {
+fn failure(message: String) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(message)])
 }
 

@@ -2,8 +2,7 @@
 //! parsed, so start-up reads no YAML and parses no JSONata or JSON Logic.
 
 use crate::engine::Engine;
-use crate::program::Program;
-use crate::serve::{init_logging, serve_stdio};
+use crate::serve::run_stdio;
 use crate::server::GraphServer;
 use mcpgraph_compiler::{Graph, SourceFile};
 use std::process::ExitCode;
@@ -66,30 +65,7 @@ pub fn main(graph_json: &str, tools: &[&str]) -> ExitCode {
         },
         None => graph,
     };
-    init_logging();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::from(1);
-        }
-    };
-    let outcome = runtime.block_on(async move {
-        let program = Program::new(graph)?;
-        let engine = Engine::new(program).map_err(|e| e.to_string())?;
-        serve_stdio(GraphServer::new(Arc::new(engine))).await
-    });
-    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
-    match outcome {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("error: {message}");
-            ExitCode::from(1)
-        }
-    }
+    run_stdio(move || Ok(GraphServer::new(Arc::new(Engine::load(graph)?))))
 }
 
 /// Servers of an MCP JSON file replace the graph's servers that came from an MCP file at build

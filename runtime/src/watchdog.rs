@@ -10,7 +10,7 @@
 //! The thread sleeps until the earliest deadline, waking every [`POLL`] to look for cancelled
 //! runs while any run is registered, and stops polling after [`LINGER`] without runs.
 
-use crate::executor::Cancel;
+use crate::cancel::Cancel;
 use jsonata_core::evaluator::CancelToken;
 use std::collections::HashMap;
 use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};

@@ -3,7 +3,6 @@
 
 use mcpgraph_compiler::{SourceFile, compile};
 use mcpgraph_runtime::engine::{CallError, Engine};
-use mcpgraph_runtime::program::Program;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -25,7 +24,7 @@ fn run(tools_yaml: &str, tool: &str, args: Value) -> Result<Value, CallError> {
         .build()
         .unwrap();
     rt.block_on(async {
-        let engine = Engine::new(Program::new(graph).unwrap()).unwrap();
+        let engine = Engine::load(graph).unwrap();
         let Value::Object(args) = args else {
             panic!("args must be an object")
         };
@@ -223,7 +222,7 @@ fn calls_leave_no_tasks_behind() {
         .build()
         .unwrap();
     let alive = rt.block_on(async {
-        let engine = Engine::new(Program::new(graph).unwrap()).unwrap();
+        let engine = Engine::load(graph).unwrap();
         for _ in 0..200 {
             engine
                 .call("p", serde_json::Map::new(), CancellationToken::new(), None)
@@ -290,7 +289,7 @@ fn run_runaway(
         .build()
         .unwrap();
     rt.block_on(async {
-        let engine = Engine::new(Program::new(runaway_graph(worker, limit_ms)).unwrap()).unwrap();
+        let engine = Engine::load(runaway_graph(worker, limit_ms)).unwrap();
         let cancel = CancellationToken::new();
         if let Some(ms) = cancel_after {
             let cancel = cancel.clone();

@@ -40,19 +40,16 @@ fn main() {
     );
     let graph: mcpgraph_compiler::Graph = serde_json::from_str(&json).expect("deserializes");
     println!("IR deserialized: {}", rss());
-    mcpgraph_runtime::serve::init_logging();
+    mcpgraph_runtime::init_logging();
     println!("logging: {}", rss());
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("runtime");
     println!("tokio runtime: {}", rss());
-    let program = mcpgraph_runtime::program::Program::new(graph).expect("program");
-    println!("Program::new (JSON Schema validators): {}", rss());
-    let engine =
-        rt.block_on(async { mcpgraph_runtime::engine::Engine::new(program).expect("engine") });
-    println!("Engine (workers): {}", rss());
-    let tool = engine.program().graph.tools[0].name.clone();
+    let engine = mcpgraph_runtime::Engine::load(graph).expect("engine");
+    println!("Engine::load (program, workers): {}", rss());
+    let tool = engine.graph().tools[0].name.clone();
     let args: serde_json::Map<String, serde_json::Value> =
         serde_json::from_str(&std::env::args().nth(2).unwrap_or_else(|| "{}".into()))
             .expect("JSON args");
