@@ -182,12 +182,8 @@ fn check(args: CheckArgs) -> ExitCode {
             let _ = std::io::stderr().write_all(text.as_bytes());
         }
         Format::Json => {
-            let list: Vec<_> = checked
-                .diagnostics
-                .iter()
-                .map(|d| render::json(d, &file))
-                .collect();
-            println!("{}", serde_json::Value::Array(list));
+            // One line index for the whole list: `json` per diagnostic would index the file each time.
+            println!("{}", render::json_all(&checked, &file));
         }
     }
     let failed = checked.error_count() > 0 || (args.deny_warnings && checked.warning_count() > 0);

@@ -3,23 +3,23 @@
 /// `graph!("x.yaml")`: embed a graph checked at compile time, with typed tools.
 pub use mcpgraph_macros::graph;
 
-pub mod cancel;
-pub mod downstream;
-pub mod engine;
-pub mod envsubst;
-pub mod executor;
-pub mod failure;
-pub mod history;
-pub mod js;
-pub mod jsonata;
-pub mod jsonlogic;
-pub mod pool;
-pub mod program;
-pub mod serve;
-pub mod server;
-pub mod standalone;
-pub mod value;
-pub mod watchdog;
+mod cancel;
+mod downstream;
+mod engine;
+mod envsubst;
+mod executor;
+mod failure;
+mod history;
+mod js;
+mod jsonata;
+mod jsonlogic;
+mod pool;
+mod program;
+mod serve;
+mod server;
+mod standalone;
+mod value;
+mod watchdog;
 
 pub use engine::{CallError, Engine, LoadError};
 pub use executor::{NodeObserver, NodeReport};
@@ -27,6 +27,15 @@ pub use failure::{Failure, FailureKind, RunError};
 pub use serve::{ServeError, call_once, init_logging, run_stdio, serve_stdio};
 pub use server::GraphServer;
 pub use value::{to_js_json, to_json};
+
+/// What the runtime's own tests and the benchmarks reach inside for. Not an API.
+#[doc(hidden)]
+pub mod internals {
+    pub use crate::history::{History, Record};
+    pub use crate::jsonata::{EvalError, Jsonata, Settings, error_code};
+    pub use crate::jsonlogic::{NoVars, apply};
+    pub use crate::value::{to_json, to_jvalue};
+}
 
 /// What generated code (built servers, `graph!`) refers to, through absolute paths. Not a stable
 /// API: it changes with the generator.

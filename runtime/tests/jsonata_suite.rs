@@ -3,8 +3,8 @@
 
 use jsonata_core::value::JValue;
 use mcpgraph_compiler::ir::Expr;
-use mcpgraph_runtime::jsonata::{Jsonata, Settings, error_code};
-use mcpgraph_runtime::value::{to_json, to_jvalue};
+use mcpgraph_runtime::internals::{Jsonata, Settings, error_code};
+use mcpgraph_runtime::internals::{to_json, to_jvalue};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 

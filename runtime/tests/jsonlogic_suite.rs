@@ -4,8 +4,8 @@
 
 use jsonata_core::value::JValue;
 use mcpgraph_compiler::logic::{self, VarMode};
-use mcpgraph_runtime::jsonlogic::{NoVars, apply};
-use mcpgraph_runtime::value::{to_json, to_jvalue};
+use mcpgraph_runtime::internals::{NoVars, apply};
+use mcpgraph_runtime::internals::{to_json, to_jvalue};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 

@@ -2,7 +2,7 @@
 //! being lazy, item-relative inside iterators, and data (never re-read as a rule).
 
 use mcpgraph_compiler::{SourceFile, compile};
-use mcpgraph_runtime::engine::{CallError, Engine};
+use mcpgraph_runtime::{CallError, Engine};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -336,4 +336,81 @@ fn cancellation_stops_an_evaluation_in_flight() {
         );
         assert!(ms < 4000, "worker={worker}: stopped only after {ms} ms");
     }
+}
+
+/// Failures carry their kind to the edge: a switch without a match is `route`, a failed
+/// expression `expression`, the node limit `limit`, a server that cannot start `connection`;
+/// the text is the original's.
+#[test]
+fn failures_carry_their_kind() {
+    use mcpgraph_runtime::FailureKind;
+    let kind = |result: Result<Value, CallError>| result.expect_err("the call fails").kind();
+    let no_default = r#"  - name: s
+    description: d
+    inputSchema: { type: object }
+    nodes:
+      - { id: entry, type: entry, next: sw }
+      - id: sw
+        type: switch
+        conditions:
+          - { rule: { "==": [1, 2] }, target: exit }
+      - { id: exit, type: exit }
+"#;
+    let result = run(no_default, "s", json!({}));
+    assert_eq!(kind(result.clone()), FailureKind::Route);
+    assert_eq!(
+        result.unwrap_err().to_string(),
+        "tool \"s\", node \"sw\" (switch): Switch node sw: No conditions matched and no default case provided"
+    );
+    let failing = r#"  - name: t
+    description: d
+    inputSchema: { type: object }
+    nodes:
+      - { id: entry, type: entry, next: t }
+      - { id: t, type: transform, transform: { expr: '$error("boom")' }, next: exit }
+      - { id: exit, type: exit }
+"#;
+    assert_eq!(kind(run(failing, "t", json!({}))), FailureKind::Expression);
+    let looping = r#"  - name: l
+    description: d
+    inputSchema: { type: object }
+    nodes:
+      - { id: entry, type: entry, next: sw }
+      - id: sw
+        type: switch
+        conditions:
+          - { rule: { "==": [1, 1] }, target: sw }
+          - target: exit
+      - { id: exit, type: exit }
+"#;
+    assert_eq!(kind(run(looping, "l", json!({}))), FailureKind::Limit);
+    let graph = checked(
+        "version: \"1.0\"\nserver: { name: t, version: \"1\" }\nmcpServers:\n  never: { command: \"/nonexistent/never-started\" }\ntools:\n  - name: m\n    description: d\n    inputSchema: { type: object }\n    nodes:\n      - { id: entry, type: entry, next: call }\n      - { id: call, type: mcp, server: never, tool: t, args: {}, next: exit }\n      - { id: exit, type: exit }\n"
+            .to_string(),
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let result = rt.block_on(async {
+        Engine::load(graph)
+            .unwrap()
+            .call("m", serde_json::Map::new(), CancellationToken::new(), None)
+            .await
+    });
+    assert_eq!(kind(result), FailureKind::Connection);
+}
+
+/// `Engine::load` needs no tokio runtime; a call inside any multi-threaded one works.
+#[test]
+fn an_engine_loads_outside_a_runtime() {
+    let text = "version: \"1.0\"\nserver: { name: t, version: \"1\" }\ntools:\n  - name: p\n    description: d\n    inputSchema: { type: object }\n    nodes:\n      - { id: entry, type: entry, next: exit }\n      - { id: exit, type: exit }\n";
+    let engine = Engine::load(checked(text.to_string())).unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let result =
+        rt.block_on(engine.call("p", serde_json::Map::new(), CancellationToken::new(), None));
+    assert_eq!(result.unwrap(), json!({}));
 }

@@ -4,9 +4,9 @@
 
 use jsonata_core::value::JValue;
 use mcpgraph_compiler::ir::{Expr, NodeId};
-use mcpgraph_runtime::history::{History, Record};
-use mcpgraph_runtime::jsonata::{Jsonata, Settings};
-use mcpgraph_runtime::value::to_jvalue;
+use mcpgraph_runtime::internals::to_jvalue;
+use mcpgraph_runtime::internals::{History, Record};
+use mcpgraph_runtime::internals::{Jsonata, Settings};
 use serde_json::{Value, json};
 use std::cell::RefCell;
 use std::collections::HashMap;
