@@ -61,6 +61,10 @@ impl SourceFile {
     }
 
     /// Reads a file; the error is a diagnostic ready to show.
+    #[expect(
+        clippy::result_large_err,
+        reason = "the error happens once per run; boxing it would only burden every caller"
+    )]
     pub fn read(path: &std::path::Path) -> Result<SourceFile, Diagnostic> {
         let name = path.display().to_string();
         std::fs::read_to_string(path)
@@ -308,7 +312,7 @@ impl Diagnostic {
             Diagnostic::new(
                 Code::E0203,
                 span,
-                format!("tool `{tool}` has multiple entry nodes: {}", ids.join(", ")),
+                format!("tool `{tool}` has multiple entry nodes: {}", name_list(ids)),
                 "another entry node",
             )
             .with_help("a tool has exactly one entry node")
@@ -328,7 +332,7 @@ impl Diagnostic {
             Diagnostic::new(
                 Code::E0204,
                 span,
-                format!("tool `{tool}` has multiple exit nodes: {}", ids.join(", ")),
+                format!("tool `{tool}` has multiple exit nodes: {}", name_list(ids)),
                 "another exit node",
             )
             .with_help("a tool has exactly one exit node")
@@ -580,6 +584,21 @@ codes! {
 impl fmt::Display for Code {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+/// Names for a message, the first few of a long list: a message per extra entry node that
+/// listed all of them would make the output quadratic in their number.
+fn name_list(names: &[String]) -> String {
+    const SHOWN: usize = 10;
+    if names.len() <= SHOWN {
+        names.join(", ")
+    } else {
+        format!(
+            "{}, and {} more",
+            names[..SHOWN].join(", "),
+            names.len() - SHOWN
+        )
     }
 }
 

@@ -100,6 +100,10 @@ impl Yaml {
 
 /// Parses one YAML document. The only errors here are YAML syntax errors and duplicate keys,
 /// which end parsing: there is no tree to check after them.
+#[expect(
+    clippy::result_large_err,
+    reason = "the error happens at most once per file; boxing it would only burden every caller"
+)]
 pub fn parse(source: &str) -> Result<Yaml, Diagnostic> {
     let options = serde_saphyr::options! {
         strict_booleans: true,

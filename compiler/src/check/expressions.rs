@@ -2,7 +2,7 @@
 
 use super::ToolChecker;
 use crate::ast::Sp;
-use crate::diagnostics::{Diagnostic, Span, did_you_mean};
+use crate::diagnostics::{Diagnostic, Span};
 use crate::expr::{Expr, Reference, error_position, inner_span, references};
 use crate::ir::{NodeId, Template};
 use crate::yaml::{Yaml, YamlKind};
@@ -133,11 +133,10 @@ impl ToolChecker<'_> {
         let mut found = Vec::new();
         references(ast, &mut found);
         let tool = self.tool_name().to_string();
-        let ids: Vec<&str> = index.keys().copied().collect();
         for reference in found {
             match reference {
                 Reference::History(function, name) if !index.contains_key(name.as_str()) => {
-                    let suggestion = did_you_mean(&name, ids.iter().copied());
+                    let suggestion = self.suggest_node(&name);
                     let at = find_in_scalar(
                         self.source,
                         span,
@@ -152,7 +151,7 @@ impl ToolChecker<'_> {
                     ));
                 }
                 Reference::Root(name) if !index.contains_key(name.as_str()) => {
-                    let suggestion = did_you_mean(&name, ids.iter().copied());
+                    let suggestion = self.suggest_node(&name);
                     let at = find_in_scalar(
                         self.source,
                         span,

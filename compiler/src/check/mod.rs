@@ -14,7 +14,7 @@ mod structure;
 pub use servers::{secret_headers, servers};
 
 use crate::ast::{GraphFile, ServerDecl, ToolDecl};
-use crate::diagnostics::{Diagnostic, Span};
+use crate::diagnostics::{Diagnostic, LineIndex, Span, did_you_mean};
 use crate::ir::{self, Graph, Limits};
 use std::collections::HashMap;
 
@@ -31,6 +31,8 @@ pub fn check(
     let servers = servers(&file.servers, extra_servers, diags);
     let server_names: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
 
+    // Positions of nodes and tools, for the IR: one index, not a scan per node.
+    let lines = LineIndex::new(source);
     let mut tools = Vec::new();
     let mut seen_tools: HashMap<&str, Span> = HashMap::new();
     for decl in &file.tools {
@@ -46,8 +48,15 @@ pub fn check(
         }
         let mut checker = ToolChecker {
             source,
+            lines: &lines,
             decl,
             server_names: &server_names,
+            ids: decl
+                .nodes
+                .iter()
+                .filter_map(|n| n.id.as_ref().map(|i| i.value.as_str()))
+                .collect(),
+            suggestion_budget: SUGGESTION_BUDGET,
             diags,
         };
         if let Some(tool) = checker.check() {
@@ -91,10 +100,19 @@ pub fn check(
     })
 }
 
+/// How many candidate names "did you mean" may compare, per tool. A suggestion costs one
+/// comparison per node id, so a tool with thousands of nodes and as many unknown names would
+/// otherwise take quadratic time; no hand-written graph comes near this.
+const SUGGESTION_BUDGET: usize = 1 << 20;
+
 struct ToolChecker<'a> {
     source: &'a str,
+    lines: &'a LineIndex,
     decl: &'a ToolDecl,
     server_names: &'a [&'a str],
+    /// The tool's node ids in source order (duplicates included), for suggestions.
+    ids: Vec<&'a str>,
+    suggestion_budget: usize,
     diags: &'a mut Vec<Diagnostic>,
 }
 
@@ -105,5 +123,20 @@ impl ToolChecker<'_> {
 
     pub(super) fn tool_span(&self) -> Span {
         self.decl.name.as_ref().map_or(self.decl.span, |n| n.span)
+    }
+
+    /// 1-based line and column of a byte offset of the graph file.
+    pub(super) fn line_col(&self, offset: usize) -> (usize, usize) {
+        self.lines.line_col(self.source, offset)
+    }
+
+    /// The node id closest to `word`, while the tool's suggestion budget lasts.
+    pub(super) fn suggest_node(&mut self, word: &str) -> Option<String> {
+        let cost = self.ids.len();
+        if cost > self.suggestion_budget {
+            return None;
+        }
+        self.suggestion_budget -= cost;
+        did_you_mean(word, self.ids.iter().copied())
     }
 }

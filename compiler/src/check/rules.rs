@@ -14,12 +14,11 @@ impl ToolChecker<'_> {
         node: &str,
         cond: &ConditionDecl,
         index: &HashMap<&str, NodeId>,
-        ids: &[&str],
     ) -> Option<Condition> {
         let target = cond
             .target
             .as_ref()
-            .and_then(|t| self.resolve(node, t, index, ids));
+            .and_then(|t| self.resolve(node, t, index));
         let rule = match &cond.rule {
             None => None,
             Some(rule) => Some(self.rule(rule, index)?),

@@ -2,7 +2,7 @@
 
 use super::ToolChecker;
 use crate::ast::{NodeDecl, NodeType, Sp};
-use crate::diagnostics::{Diagnostic, Span, did_you_mean, line_col};
+use crate::diagnostics::{Diagnostic, Span, did_you_mean};
 use crate::ir::{Node, NodeId, NodeKind, ServerId, Template, Tool};
 use std::collections::{HashMap, HashSet, VecDeque};
 
@@ -44,11 +44,6 @@ impl ToolChecker<'_> {
                 }
             }
         }
-        let ids: Vec<&str> = decl
-            .nodes
-            .iter()
-            .filter_map(|n| n.id.as_ref().map(|i| i.value.as_str()))
-            .collect();
         let unique: Vec<&NodeDecl> = {
             let mut seen = HashSet::new();
             decl.nodes
@@ -79,12 +74,10 @@ impl ToolChecker<'_> {
                 .push(Diagnostic::entry_count(self.tool_span(), &tool, &[])),
             1 => {}
             _ => {
+                let all = names(&entries);
                 for extra in &entries[1..] {
-                    self.diags.push(Diagnostic::entry_count(
-                        node_span(extra),
-                        &tool,
-                        &names(&entries),
-                    ));
+                    self.diags
+                        .push(Diagnostic::entry_count(node_span(extra), &tool, &all));
                 }
             }
         }
@@ -94,12 +87,10 @@ impl ToolChecker<'_> {
                 .push(Diagnostic::exit_count(self.tool_span(), &tool, &[])),
             1 => {}
             _ => {
+                let all = names(&exits);
                 for extra in &exits[1..] {
-                    self.diags.push(Diagnostic::exit_count(
-                        node_span(extra),
-                        &tool,
-                        &names(&exits),
-                    ));
+                    self.diags
+                        .push(Diagnostic::exit_count(node_span(extra), &tool, &all));
                 }
             }
         }
@@ -107,7 +98,7 @@ impl ToolChecker<'_> {
         let mut nodes = Vec::new();
         let mut complete = true;
         for node in &unique {
-            match self.node(node, &index, &ids) {
+            match self.node(node, &index) {
                 Some(n) => nodes.push(n),
                 None => complete = false,
             }
@@ -142,8 +133,7 @@ impl ToolChecker<'_> {
                     }
                 }
             }
-            let line_of = |span: Span| line_col(self.source, span.start);
-            let (line, column) = line_of(self.tool_span());
+            let (line, column) = self.line_col(self.tool_span().start);
             return Some(Tool {
                 name: tool,
                 description: decl.description.as_ref()?.value.clone(),
@@ -164,18 +154,18 @@ impl ToolChecker<'_> {
         from: &str,
         target: &Sp<String>,
         index: &HashMap<&str, NodeId>,
-        ids: &[&str],
     ) -> Option<NodeId> {
         match index.get(target.value.as_str()) {
             Some(id) => Some(*id),
             None => {
                 let tool = self.tool_name().to_string();
+                let suggestion = self.suggest_node(&target.value);
                 self.diags.push(Diagnostic::unknown_next(
                     target.span,
                     from,
                     &target.value,
                     &tool,
-                    did_you_mean(&target.value, ids.iter().copied()),
+                    suggestion,
                 ));
                 None
             }
@@ -183,21 +173,16 @@ impl ToolChecker<'_> {
     }
 
     /// Checks one node; `None` when it could not be fully resolved (already diagnosed).
-    pub(super) fn node(
-        &mut self,
-        decl: &NodeDecl,
-        index: &HashMap<&str, NodeId>,
-        ids: &[&str],
-    ) -> Option<Node> {
+    pub(super) fn node(&mut self, decl: &NodeDecl, index: &HashMap<&str, NodeId>) -> Option<Node> {
         let id = decl.id.as_ref()?.value.clone();
-        let (line, column) = line_col(self.source, node_span(decl).start);
+        let (line, column) = self.line_col(node_span(decl).start);
         let kind = decl.kind?;
         let next = match (&decl.next, kind) {
             (Some(next), NodeType::Exit) => {
                 self.diags.push(Diagnostic::next_on_exit(next.span, &id));
                 None
             }
-            (Some(next), _) => Some(self.resolve(&id, next, index, ids)),
+            (Some(next), _) => Some(self.resolve(&id, next, index)),
             (None, NodeType::Entry | NodeType::Transform | NodeType::Mcp) => {
                 self.diags
                     .push(Diagnostic::missing_next(node_span(decl), &id, kind.name()));
@@ -247,7 +232,7 @@ impl ToolChecker<'_> {
                 let mut conditions = Vec::new();
                 let mut ok = true;
                 for cond in &decl.conditions {
-                    match self.condition(&id, cond, index, ids) {
+                    match self.condition(&id, cond, index) {
                         Some(c) => conditions.push(c),
                         None => ok = false,
                     }
