@@ -24,7 +24,7 @@ pub enum ServeError {
     #[error(transparent)]
     Call(#[from] CallError),
     #[error("MCP handshake failed: {0}")]
-    Handshake(#[source] rmcp::service::ServerInitializeError),
+    Handshake(#[source] Box<rmcp::service::ServerInitializeError>),
     #[error("cannot start the async runtime: {0}")]
     Runtime(#[source] std::io::Error),
     #[error(transparent)]
@@ -104,7 +104,7 @@ pub async fn serve_stdio(server: GraphServer) -> Result<(), ServeError> {
         .clone()
         .serve(rmcp::transport::stdio())
         .await
-        .map_err(ServeError::Handshake)?;
+        .map_err(|e| ServeError::Handshake(Box::new(e)))?;
     let token = service.cancellation_token();
     let waiting = service.waiting();
     tokio::pin!(waiting);
