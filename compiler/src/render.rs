@@ -158,14 +158,7 @@ fn human_indexed(diagnostic: &Diagnostic, graph: &Indexed<'_>, style: Style) -> 
         place.filter(|(source, _)| !diagnostic.label.is_empty() && !source.file.text.is_empty())
     else {
         // No place to show: the message says what it is about.
-        let mut out = format!(
-            "{}[{}]: {}\n",
-            diagnostic.severity, diagnostic.code, diagnostic.message
-        );
-        if let Some(help) = &diagnostic.help {
-            out.push_str(&format!("  help: {help}\n"));
-        }
-        return out;
+        return unplaced(diagnostic);
     };
     let theme = if style.color {
         GraphicalTheme::unicode()
@@ -182,9 +175,22 @@ fn human_indexed(diagnostic: &Diagnostic, graph: &Indexed<'_>, style: Style) -> 
     let mut rendered = String::new();
     // miette's header names the code and its snippet header `╭─[FILE:LINE:COL]` the position.
     if handler.render_report(&mut rendered, &report).is_err() {
-        return String::new();
+        // A span miette cannot show (past the end of the file): the message still counts.
+        return unplaced(diagnostic);
     }
     rendered
+}
+
+/// A diagnostic as its header and help alone.
+fn unplaced(diagnostic: &Diagnostic) -> String {
+    let mut out = format!(
+        "{}[{}]: {}\n",
+        diagnostic.severity, diagnostic.code, diagnostic.message
+    );
+    if let Some(help) = &diagnostic.help {
+        out.push_str(&format!("  help: {help}\n"));
+    }
+    out
 }
 
 fn json_indexed(diagnostic: &Diagnostic, graph: &Indexed<'_>) -> serde_json::Value {
