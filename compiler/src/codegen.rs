@@ -3,32 +3,27 @@
 //! Tokens come from `quote`, are checked by `syn` and printed by `prettyplease`. Generated code
 //! names everything through absolute paths (`::mcpgraph_runtime::__private::…`), uses `__mcpg_`
 //! for its own locals, and turns every name from the graph into an identifier through
-//! [`ident`]. Output is deterministic: tools and properties in source order.
+//! one [`Scope`] per namespace (`crate::names`). Output is deterministic: tools and properties in source order.
 
-use crate::ir::{Graph, Tool};
-use proc_macro2::{Ident, Span, TokenStream};
+use crate::ir::Graph;
+use crate::names::{Case, Scope};
+use proc_macro2::{Ident, TokenStream};
 use quote::{format_ident, quote};
 use serde_json::Value;
-use std::collections::HashSet;
+
+/// The items of a built server's module that no tool constant may be named.
+const SERVER_MODULE_ITEMS: &[&str] = &["GRAPH", "TOOLS"];
+
+/// What `impl Graph` of `graph!` defines itself: no tool method may take these names.
+pub const GRAPH_METHODS: &[&str] = &["new", "call_json", "serve_stdio", "serve_http", "engine"];
 
 /// The generated server module (`src/server.rs` of an emitted crate).
 pub fn server_module(graph: &Graph, regenerate: &str) -> String {
-    let mut used = HashSet::new();
+    let mut consts = Scope::new(SERVER_MODULE_ITEMS);
     let konsts: Vec<Ident> = graph
         .tools
         .iter()
-        .map(|tool| {
-            unique(
-                format_ident!(
-                    "{}",
-                    ident(&tool.name, "tool")
-                        .to_string()
-                        .trim_start_matches("r#")
-                        .to_uppercase()
-                ),
-                &mut used,
-            )
-        })
+        .map(|tool| consts.name(&tool.name, Case::ShoutySnake, "TOOL"))
         .collect();
     let tools = graph.tools.iter().zip(&konsts).map(|(tool, konst)| {
         let name = &tool.name;
@@ -91,32 +86,19 @@ pub fn render(tokens: TokenStream, source: &str, regenerate: &str) -> String {
 /// The items `graph!("x.yaml")` expands to: per tool an input and an output type from its
 /// schemas and a method calling it in-process, plus a way to serve the graph over stdio.
 pub fn graph_items(graph: &Graph, graph_json: &str, tracked_path: &str) -> TokenStream {
-    let mut used = HashSet::new();
-    let mut items = Vec::new();
-    let mut methods = Vec::new();
-    for tool in &graph.tools {
-        let base = pascal(&tool.name);
-        let input = unique(format_ident!("{base}Input"), &mut used);
-        let output = unique(format_ident!("{base}Output"), &mut used);
-        let where_ = format!("{}:{}:{}", graph.source_name, tool.line, tool.column);
-        items.push(struct_from_schema(
-            &input,
-            &tool.input_schema,
-            &format!(" Arguments of tool `{}` ({where_}).", tool.name),
-        ));
-        let output_type = match &tool.output_schema {
-            Some(schema) => {
-                items.push(struct_from_schema(
-                    &output,
-                    schema,
-                    &format!(" Result of tool `{}` ({where_}).", tool.name),
-                ));
-                quote!(#output)
-            }
-            None => quote!(::mcpgraph_runtime::__private::serde_json::Value),
-        };
-        methods.push(method(tool, &input, &output_type, &where_));
-    }
+    let outline: Vec<ToolOutline> = graph
+        .tools
+        .iter()
+        .map(|tool| ToolOutline {
+            name: tool.name.clone(),
+            description: tool.description.clone(),
+            input_schema: Some(tool.input_schema.clone()),
+            output_schema: tool.output_schema.clone(),
+            location: format!("{}:{}:{}", graph.source_name, tool.line, tool.column),
+        })
+        .collect();
+    let typed = typed_tools(&outline);
+    let (items, methods) = (&typed.items, &typed.methods);
     let doc = format!(
         " The graph of `{}`, checked at compile time.",
         graph.source_name
@@ -136,13 +118,13 @@ pub fn graph_items(graph: &Graph, graph_json: &str, tracked_path: &str) -> Token
             /// The checked graph, as the runtime reads it.
             pub const IR: &'static str = #graph_json;
 
-            /// Prepares the graph. Call it inside a multi-threaded tokio runtime: downstream
-            /// servers are started there, on first use.
+            /// Prepares the graph: no server starts and nothing runs until a tool is called.
+            /// Calls run inside a multi-threaded tokio runtime, where downstream servers are
+            /// started on first use.
             pub fn new() -> ::std::result::Result<Self, ::std::string::String> {
                 let __mcpg_graph: ::mcpgraph_runtime::__private::Graph =
                     ::mcpgraph_runtime::__private::serde_json::from_str(Self::IR).map_err(|e| e.to_string())?;
-                let __mcpg_program = ::mcpgraph_runtime::__private::Program::new(__mcpg_graph)?;
-                let __mcpg_engine = ::mcpgraph_runtime::__private::Engine::new(__mcpg_program).map_err(|e| e.to_string())?;
+                let __mcpg_engine = ::mcpgraph_runtime::__private::Engine::load(__mcpg_graph).map_err(|e| e.to_string())?;
                 ::std::result::Result::Ok(Graph { engine: ::std::sync::Arc::new(__mcpg_engine) })
             }
 
@@ -159,29 +141,129 @@ pub fn graph_items(graph: &Graph, graph_json: &str, tracked_path: &str) -> Token
 
             /// Serves the graph over stdio, exactly as `mcpgraph serve` does, until stdin closes.
             pub async fn serve_stdio(self) -> ::std::result::Result<(), ::std::string::String> {
-                ::mcpgraph_runtime::__private::serve_stdio(::mcpgraph_runtime::__private::GraphServer::new(self.engine)).await
+                ::mcpgraph_runtime::__private::serve_stdio(::mcpgraph_runtime::__private::GraphServer::new(self.engine)).await.map_err(|e| e.to_string())
             }
         }
     }
 }
 
-/// What `graph!` expands to when the graph does not check: the error, and a stub with the same
-/// public items so the user's code shows no follow-on errors.
-pub fn graph_error(message: &str) -> TokenStream {
+/// What the typed API of one tool is made from: known from the IR, or, for the error stub of a
+/// graph that does not check, from whatever of the file could be read.
+#[derive(Debug, Clone, Default)]
+pub struct ToolOutline {
+    pub name: String,
+    pub description: String,
+    pub input_schema: Option<Value>,
+    pub output_schema: Option<Value>,
+    /// `file:line:col`, for the generated docs.
+    pub location: String,
+}
+
+struct TypedTools {
+    items: Vec<TokenStream>,
+    methods: Vec<TokenStream>,
+    /// Per tool: its method, input type and output type (when it has an output schema).
+    names: Vec<(Ident, Ident, Option<Ident>)>,
+}
+
+/// Per tool: its input and output structs and its method, every name through [`Scope`].
+fn typed_tools(tools: &[ToolOutline]) -> TypedTools {
+    let mut types = Scope::new(&["Graph"]);
+    let mut method_names = Scope::new(GRAPH_METHODS);
+    let mut out = TypedTools {
+        items: Vec::new(),
+        methods: Vec::new(),
+        names: Vec::new(),
+    };
+    for tool in tools {
+        let input = types.name(&format!("{} input", tool.name), Case::Pascal, "Tool");
+        let method = method_names.name(&tool.name, Case::Snake, "tool");
+        let empty = Value::Object(Default::default());
+        out.items.push(struct_from_schema(
+            &input,
+            tool.input_schema.as_ref().unwrap_or(&empty),
+            &format!(" Arguments of tool `{}` ({}).", tool.name, tool.location),
+        ));
+        let output = tool.output_schema.as_ref().map(|schema| {
+            let output = types.name(&format!("{} output", tool.name), Case::Pascal, "Tool");
+            out.items.push(struct_from_schema(
+                &output,
+                schema,
+                &format!(" Result of tool `{}` ({}).", tool.name, tool.location),
+            ));
+            output
+        });
+        out.methods.push(tool_method(
+            tool,
+            &method,
+            &input,
+            &output_type(output.as_ref()),
+        ));
+        out.names.push((method, input, output));
+    }
+    out
+}
+
+/// What `graph!` expands to when the graph does not check: the error, and a stub defining every
+/// public item a correct graph would (the `Graph` API, and per tool that could be read its
+/// types and method), so the user's code shows no follow-on errors.
+pub fn graph_error(message: &str, tools: &[ToolOutline]) -> TokenStream {
+    let typed = typed_tools(tools);
+    let items = &typed.items;
+    let stubs = typed.names.iter().map(|(method, input, output)| {
+        let output = output_type(output.as_ref());
+        quote! {
+            pub async fn #method(&self, _input: &#input) -> ::std::result::Result<#output, ::mcpgraph_runtime::__private::CallError> {
+                ::std::unreachable!()
+            }
+        }
+    });
     quote! {
         ::std::compile_error!(#message);
+
+        #(#items)*
+
         pub struct Graph;
+
         impl Graph {
             pub const IR: &'static str = "";
-            pub fn new() -> ::std::result::Result<Self, ::std::string::String> { ::std::unimplemented!() }
+            pub fn new() -> ::std::result::Result<Self, ::std::string::String> {
+                ::std::unreachable!()
+            }
+            pub async fn call_json(
+                &self,
+                _tool: &str,
+                _arguments: ::mcpgraph_runtime::__private::serde_json::Map<::std::string::String, ::mcpgraph_runtime::__private::serde_json::Value>,
+            ) -> ::std::result::Result<::mcpgraph_runtime::__private::serde_json::Value, ::mcpgraph_runtime::__private::CallError> {
+                ::std::unreachable!()
+            }
+            #(#stubs)*
+            pub async fn serve_stdio(self) -> ::std::result::Result<(), ::std::string::String> {
+                ::std::unreachable!()
+            }
         }
     }
 }
 
-fn method(tool: &Tool, input: &Ident, output: &TokenStream, where_: &str) -> TokenStream {
+/// A tool's result type: its output struct, or JSON when it declares no output schema.
+fn output_type(output: Option<&Ident>) -> TokenStream {
+    match output {
+        Some(output) => quote!(#output),
+        None => quote!(::mcpgraph_runtime::__private::serde_json::Value),
+    }
+}
+
+fn tool_method(
+    tool: &ToolOutline,
+    method: &Ident,
+    input: &Ident,
+    output: &TokenStream,
+) -> TokenStream {
     let name = &tool.name;
-    let method = ident(&tool.name, "tool");
-    let doc = format!(" Calls tool `{name}` ({where_}): {}", tool.description);
+    let doc = format!(
+        " Calls tool `{name}` ({}): {}",
+        tool.location, tool.description
+    );
     quote! {
         #[doc = #doc]
         pub async fn #method(&self, input: &#input) -> ::std::result::Result<#output, ::mcpgraph_runtime::__private::CallError> {
@@ -197,6 +279,9 @@ fn method(tool: &Tool, input: &Ident, output: &TokenStream, where_: &str) -> Tok
     }
 }
 
+/// The field of an open struct that holds the properties its schema does not name.
+const EXTRA_FIELD: &str = "extra";
+
 /// A struct for an object schema: one field per property (in schema order), `Option` unless
 /// required, typed when the property's schema names a simple type.
 fn struct_from_schema(name: &Ident, schema: &Value, doc: &str) -> TokenStream {
@@ -205,14 +290,15 @@ fn struct_from_schema(name: &Ident, schema: &Value, doc: &str) -> TokenStream {
         .and_then(Value::as_array)
         .map(|r| r.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
-    let mut used = HashSet::new();
+    let open = schema.get("additionalProperties") != Some(&Value::Bool(false));
+    let mut fields_scope = Scope::new(if open { &[EXTRA_FIELD] } else { &[] });
     let fields = schema
         .get("properties")
         .and_then(Value::as_object)
         .into_iter()
         .flatten()
         .map(|(prop, prop_schema)| {
-            let field = unique(ident(&snake(prop), "field"), &mut used);
+            let field = fields_scope.name(prop, Case::Snake, "field");
             let ty = rust_type(prop_schema);
             let field_doc = prop_schema.get("description").and_then(Value::as_str).map(|d| format!(" {d}"));
             let doc_attr = field_doc.map(|d| quote!(#[doc = #d]));
@@ -229,13 +315,14 @@ fn struct_from_schema(name: &Ident, schema: &Value, doc: &str) -> TokenStream {
                     pub #field: ::std::option::Option<#ty>,
                 }
             }
-        });
-    let open = schema.get("additionalProperties") != Some(&Value::Bool(false));
+        })
+        .collect::<Vec<_>>();
+    let extra_field = format_ident!("{EXTRA_FIELD}");
     let extra = open.then(|| {
         quote! {
             /// Properties the schema does not name.
             #[serde(flatten)]
-            pub extra: ::mcpgraph_runtime::__private::serde_json::Map<::std::string::String, ::mcpgraph_runtime::__private::serde_json::Value>,
+            pub #extra_field: ::mcpgraph_runtime::__private::serde_json::Map<::std::string::String, ::mcpgraph_runtime::__private::serde_json::Value>,
         }
     });
     quote! {
@@ -261,111 +348,5 @@ fn rust_type(schema: &Value) -> TokenStream {
             quote!(::std::vec::Vec<#item>)
         }
         _ => json,
-    }
-}
-
-const KEYWORDS: &[&str] = &[
-    "as", "break", "const", "continue", "crate", "else", "enum", "extern", "false", "fn", "for",
-    "if", "impl", "in", "let", "loop", "match", "mod", "move", "mut", "pub", "ref", "return",
-    "self", "Self", "static", "struct", "super", "trait", "true", "type", "unsafe", "use", "where",
-    "while", "async", "await", "dyn", "abstract", "become", "box", "do", "final", "macro",
-    "override", "priv", "typeof", "unsized", "virtual", "yield", "try", "gen",
-];
-
-/// The one sanitiser for names from the graph: anything not an identifier character becomes
-/// `_`, a leading digit gets a prefix, keywords become raw identifiers (or get a suffix where raw
-/// identifiers are not allowed).
-pub fn ident(name: &str, fallback: &str) -> Ident {
-    let mut s: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if s.is_empty() || s.chars().all(|c| c == '_') {
-        s = fallback.to_string();
-    }
-    if s.starts_with(|c: char| c.is_ascii_digit()) {
-        s = format!("{fallback}_{s}");
-    }
-    if KEYWORDS.contains(&s.as_str()) {
-        return if matches!(s.as_str(), "self" | "Self" | "super" | "crate") {
-            Ident::new(&format!("{s}_"), Span::call_site())
-        } else {
-            Ident::new_raw(&s, Span::call_site())
-        };
-    }
-    Ident::new(&s, Span::call_site())
-}
-
-fn unique(id: Ident, used: &mut HashSet<String>) -> Ident {
-    let base = id.to_string();
-    let mut candidate = base.clone();
-    let mut n = 2;
-    while !used.insert(candidate.clone()) {
-        candidate = format!("{base}{n}");
-        n += 1;
-    }
-    if candidate == base {
-        id
-    } else {
-        Ident::new(&candidate, Span::call_site())
-    }
-}
-
-fn snake(name: &str) -> String {
-    let mut out = String::new();
-    for (i, c) in name.chars().enumerate() {
-        if c.is_uppercase() {
-            if i > 0 && !out.ends_with('_') {
-                out.push('_');
-            }
-            out.extend(c.to_lowercase());
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-fn pascal(name: &str) -> String {
-    let mut out = String::new();
-    let mut upper = true;
-    for c in name.chars() {
-        if c.is_ascii_alphanumeric() {
-            if upper {
-                out.extend(c.to_uppercase());
-            } else {
-                out.push(c);
-            }
-            upper = false;
-        } else {
-            upper = true;
-        }
-    }
-    if out.is_empty() || out.starts_with(|c: char| c.is_ascii_digit()) {
-        out.insert_str(0, "Tool");
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_become_identifiers() {
-        assert_eq!(ident("count-files", "tool").to_string(), "count_files");
-        assert_eq!(ident("type", "field").to_string(), "r#type");
-        assert_eq!(ident("self", "field").to_string(), "self_");
-        assert_eq!(ident("2fast", "tool").to_string(), "tool_2fast");
-        assert_eq!(ident("", "field").to_string(), "field");
-        assert_eq!(pascal("sum_to_n"), "SumToN");
-        assert_eq!(pascal("9lives"), "Tool9lives");
-        assert_eq!(snake("maxCount"), "max_count");
     }
 }

@@ -1,8 +1,9 @@
 //! `graph!("path/to/graph.yaml")`: the graph checked at compile time and embedded, with a typed
 //! method per tool. Use it through `mcpgraph_runtime::graph!`.
 
+use mcpgraph_compiler::codegen::{self, ToolOutline};
 use mcpgraph_compiler::render::{self, Style};
-use mcpgraph_compiler::{SourceFile, codegen, compile};
+use mcpgraph_compiler::{SourceFile, ast, compile, yaml};
 use proc_macro::TokenStream;
 
 /// Expands to `struct Graph` (with `Graph::new()`, one `async fn` per tool taking its typed
@@ -22,22 +23,46 @@ pub fn graph(input: TokenStream) -> TokenStream {
         Ok(text) => SourceFile::new(relative.clone(), text),
         Err(e) => {
             let message = format!("graph!: cannot read {} ({e})", path.display());
-            return codegen::graph_error(&message).into();
+            return codegen::graph_error(&message, &[]).into();
         }
     };
     let checked = compile(&file, None);
     let Some(graph) = &checked.graph else {
         let rendered = render::human_all(&checked, &file, Style::PLAIN);
-        return codegen::graph_error(&format!(
-            "graph! found problems in {relative}:\n\n{rendered}"
-        ))
+        return codegen::graph_error(
+            &format!("graph! found problems in {relative}:\n\n{rendered}"),
+            &outline(&file),
+        )
         .into();
     };
     let json = match serde_json::to_string(graph) {
         Ok(j) => j,
         Err(e) => {
-            return codegen::graph_error(&format!("graph!: cannot embed the graph: {e}")).into();
+            return codegen::graph_error(&format!("graph!: cannot embed the graph: {e}"), &[])
+                .into();
         }
     };
     codegen::graph_items(graph, &json, &path.to_string_lossy()).into()
+}
+
+/// The tools of a graph that does not check, as far as the file can be read: the error stub
+/// then still has their types and methods, so the user's code shows no follow-on errors.
+fn outline(file: &SourceFile) -> Vec<ToolOutline> {
+    let Ok(tree) = yaml::parse(&file.text) else {
+        return Vec::new();
+    };
+    let mut ignored = Vec::new();
+    ast::build(&tree, &mut ignored)
+        .tools
+        .iter()
+        .filter_map(|tool| {
+            Some(ToolOutline {
+                name: tool.name.as_ref()?.value.clone(),
+                description: String::new(),
+                input_schema: tool.input_schema.as_ref().map(|s| s.to_json()),
+                output_schema: tool.output_schema.as_ref().map(|s| s.to_json()),
+                location: file.name.clone(),
+            })
+        })
+        .collect()
 }
