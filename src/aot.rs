@@ -1,9 +1,14 @@
-//! `mcpgraph emit` and `mcpgraph build`: a graph → a Rust crate → a server binary.
+//! `mcpgraph emit` and `mcpgraph build`: a graph → a Rust crate → a server binary. The CLI only
+//! parses arguments and prints; the crate is written here and built by [`build`].
 
 use mcpgraph_compiler::{Graph, codegen};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+
+mod build;
+
+pub use build::{BuildOptions, Profile, build, cache_dir};
 
 mod vendor {
     include!(concat!(env!("OUT_DIR"), "/vendor.rs"));
@@ -11,9 +16,9 @@ mod vendor {
 
 /// The lock file the generated crate builds `--locked` against: the versions mcpgraph was tested
 /// with (kept current by a test).
-const LOCK: &str = include_str!("../../templates/server/Cargo.lock");
-const MAIN_RS: &str = include_str!("../../templates/server/main.rs");
-const GITIGNORE: &str = include_str!("../../templates/server/gitignore");
+const LOCK: &str = include_str!("../templates/server/Cargo.lock");
+const MAIN_RS: &str = include_str!("../templates/server/main.rs");
+const GITIGNORE: &str = include_str!("../templates/server/gitignore");
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// The generated crate's package name: fixed, so that one lock file fits every graph.
@@ -24,7 +29,7 @@ struct Manifest {
     package: Package,
     bin: Vec<Bin>,
     dependencies: BTreeMap<&'static str, Dependency>,
-    profile: BTreeMap<&'static str, Profile>,
+    profile: BTreeMap<&'static str, ProfileToml>,
     workspace: BTreeMap<&'static str, Vec<String>>,
 }
 
@@ -50,7 +55,7 @@ struct Dependency {
 }
 
 #[derive(Serialize)]
-struct Profile {
+struct ProfileToml {
     #[serde(skip_serializing_if = "Option::is_none")]
     inherits: Option<&'static str>,
     #[serde(rename = "opt-level")]
@@ -147,7 +152,7 @@ pub fn emit(
         profile: BTreeMap::from([
             (
                 "release",
-                Profile {
+                ProfileToml {
                     inherits: None,
                     opt_level: OptLevel::Speed(3),
                     debug: false,
@@ -158,7 +163,7 @@ pub fn emit(
             ),
             (
                 SMALL_PROFILE,
-                Profile {
+                ProfileToml {
                     inherits: Some("release"),
                     opt_level: OptLevel::Size("s"),
                     debug: false,

@@ -5,8 +5,9 @@ use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-mod aot;
 mod picture;
+
+use crate::aot;
 
 /// Compile mcpGraph YAML files into native MCP servers, check them, or serve them.
 #[derive(Parser, Debug)]
@@ -329,145 +330,48 @@ fn emit(args: EmitArgs) -> ExitCode {
     }
 }
 
-/// mcpgraph's cache: `$MCPGRAPH_CACHE_DIR`, else `$XDG_CACHE_HOME/mcpgraph`, else `~/.cache/mcpgraph`.
-fn cache_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("MCPGRAPH_CACHE_DIR") {
-        return PathBuf::from(dir);
-    }
-    if let Some(dir) = std::env::var_os("XDG_CACHE_HOME") {
-        return PathBuf::from(dir).join("mcpgraph");
-    }
-    match std::env::var_os("HOME") {
-        Some(home) => PathBuf::from(home).join(".cache/mcpgraph"),
-        None => std::env::temp_dir().join("mcpgraph-cache"),
-    }
-}
-
-const STATIC_TARGET: &str = "x86_64-unknown-linux-gnu";
-
 fn build(args: BuildArgs) -> ExitCode {
     let graph = match checked_graph(&args.common) {
         Ok(g) => g,
         Err(code) => return code,
     };
-    let cache = cache_dir();
-    let absolute =
-        std::fs::canonicalize(&args.common.file).unwrap_or_else(|_| args.common.file.clone());
-    let name = aot::binary_name(&graph);
-    let crate_dir = cache.join("crates").join(format!(
-        "{name}-{:016x}",
-        aot::fnv(&absolute.to_string_lossy())
-    ));
-    let vendor = cache.join("vendor").join(env!("CARGO_PKG_VERSION"));
-    // One target directory for every build: the runtime is compiled once.
-    let target_dir =
-        std::env::var_os("MCPGRAPH_TARGET_DIR").map_or_else(|| cache.join("target"), PathBuf::from);
-    let regenerate = regenerate_command(&args.common, "build", &args.out);
-    if let Err(e) = aot::emit(
-        &graph,
-        &crate_dir,
-        &aot::VendorAt::Shared(vendor),
-        &regenerate,
-    ) {
-        eprintln!(
-            "error: cannot write the generated crate to {}: {e}",
-            crate_dir.display()
-        );
-        return ExitCode::from(1);
-    }
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut command = std::process::Command::new(cargo);
-    command
-        .arg("build")
-        .arg("--locked")
-        .arg("--manifest-path")
-        .arg(crate_dir.join("Cargo.toml"))
-        .arg("--target-dir")
-        .arg(&target_dir);
-    let profile = if args.debug {
-        "debug"
-    } else if args.small {
-        command.arg("--profile").arg(aot::SMALL_PROFILE);
-        aot::SMALL_PROFILE
-    } else {
-        command.arg("--release");
-        "release"
+    let options = aot::BuildOptions {
+        profile: if args.debug {
+            aot::Profile::Debug
+        } else if args.small {
+            aot::Profile::Small
+        } else {
+            aot::Profile::Release
+        },
+        static_: args.static_,
+        source: args.common.file.clone(),
+        regenerate: regenerate_command(&args.common, "build", &args.out),
+        cache: aot::cache_dir(),
     };
-    let mut artifacts = target_dir.clone();
-    if args.static_ {
-        // With an explicit --target, RUSTFLAGS reach only the target: build scripts and the
-        // graph! proc macro stay dynamically linked, as they must.
-        command.arg("--target").arg(STATIC_TARGET);
-        let flags = std::env::var("RUSTFLAGS").unwrap_or_default();
-        command.env(
-            "RUSTFLAGS",
-            format!("{flags} -C target-feature=+crt-static").trim(),
-        );
-        artifacts = artifacts.join(STATIC_TARGET);
-    }
-    let artifacts = artifacts.join(profile);
     eprintln!(
-        "building {} from {} (crate {})",
-        name,
-        graph.source_name,
-        crate_dir.display()
+        "building {} from {}",
+        aot::binary_name(&graph),
+        graph.source_name
     );
-    match command.status() {
-        Ok(status) if status.success() => {}
-        Ok(status) => {
-            eprintln!("error: cargo failed ({status})");
-            return ExitCode::from(1);
+    match aot::build(&graph, &args.out, &options) {
+        Ok(built) => {
+            let linkage = if built.static_ {
+                ", statically linked"
+            } else {
+                ""
+            };
+            eprintln!(
+                "built {} ({:.1} MiB{linkage}) from the crate {}\n\nAdd it to an MCP client's configuration:\n{}",
+                args.out.display(),
+                built.bytes as f64 / (1024.0 * 1024.0),
+                built.crate_dir.display(),
+                serde_json::to_string_pretty(&built.client_config(&graph)).unwrap_or_default()
+            );
+            ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("error: cannot run cargo: {e}");
-            return ExitCode::from(1);
+            eprintln!("error: {e}");
+            ExitCode::from(1)
         }
     }
-    let built = artifacts.join(&name);
-    if let Some(parent) = args.out.parent().filter(|p| !p.as_os_str().is_empty()) {
-        let _ = std::fs::create_dir_all(parent);
-    }
-    // Replace rather than overwrite: the old binary may be running.
-    let _ = std::fs::remove_file(&args.out);
-    if let Err(e) = std::fs::copy(&built, &args.out) {
-        eprintln!(
-            "error: cannot copy {} to {}: {e}",
-            built.display(),
-            args.out.display()
-        );
-        return ExitCode::from(1);
-    }
-    let bytes = std::fs::read(&args.out).unwrap_or_default();
-    if args.static_ {
-        match aot::is_static_elf(&bytes) {
-            Ok(true) => {}
-            Ok(false) => {
-                eprintln!(
-                    "error: {} is not statically linked (it asks for a program interpreter)",
-                    args.out.display()
-                );
-                return ExitCode::from(1);
-            }
-            Err(e) => {
-                eprintln!("error: cannot verify {}: {e}", args.out.display());
-                return ExitCode::from(1);
-            }
-        }
-    }
-    let path = std::fs::canonicalize(&args.out).unwrap_or_else(|_| args.out.clone());
-    let linkage = if args.static_ {
-        ", statically linked"
-    } else {
-        ""
-    };
-    eprintln!(
-        "built {} ({:.1} MiB{linkage})\n\nAdd it to an MCP client's configuration:\n{}",
-        args.out.display(),
-        bytes.len() as f64 / (1024.0 * 1024.0),
-        serde_json::to_string_pretty(
-            &serde_json::json!({"mcpServers": {graph.server.name.clone(): {"command": path}}})
-        )
-        .unwrap_or_default()
-    );
-    ExitCode::SUCCESS
 }
