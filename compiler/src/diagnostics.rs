@@ -275,6 +275,38 @@ impl Diagnostic {
         ))
     }
 
+    pub fn secret_in_url(span: Span, what: &str) -> Self {
+        Diagnostic::new(
+            Code::W0102,
+            span,
+            format!("this URL carries a literal secret in {what}"),
+            "literal secret",
+        )
+        .with_help("read it from the environment at run time instead, e.g. `?key=${MY_KEY}`: errors and logs then show `${MY_KEY}`, never the value")
+    }
+
+    pub fn secret_in_env(span: Span, name: &str) -> Self {
+        Diagnostic::new(
+            Code::W0102,
+            span,
+            format!("environment variable `{name}` has a literal value that looks like a secret"),
+            "literal secret",
+        )
+        .with_help(format!(
+            "pass it through from mcpgraph's own environment instead: `{name}: \"${{{name}}}\"`"
+        ))
+    }
+
+    pub fn secret_in_args(span: Span, flag: &str) -> Self {
+        Diagnostic::new(
+            Code::W0102,
+            span,
+            format!("argument `{flag}` has a literal value that looks like a secret"),
+            "literal secret",
+        )
+        .with_help("read it from the environment at run time instead: `${MY_SECRET}`")
+    }
+
     // ---- E02xx / W02xx: graph structure --------------------------------------------------------
 
     pub fn duplicate_tool(span: Span, first: Span, name: &str) -> Self {
@@ -560,7 +592,7 @@ codes! {
     E0107 Error "a tool schema is not an object schema",
     E0108 Error "a tool schema is not valid JSON Schema",
     W0101 Warning "unknown key (ignored)",
-    W0102 Warning "a header carries a literal secret",
+    W0102 Warning "a server's configuration carries a literal secret (header, URL, env, args)",
     E0201 Error "duplicate tool name",
     E0202 Error "duplicate node id",
     E0203 Error "a tool has no entry node, or several",

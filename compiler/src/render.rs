@@ -105,16 +105,25 @@ pub fn plain_list(checked: &Checked, file: &SourceFile) -> String {
                 }
                 None => String::new(),
             };
-            format!("{place}{}[{}]: {}{help}", d.severity, d.code, d.message)
+            format!(
+                "{place}{}[{}]: {}{}",
+                d.severity,
+                d.code,
+                escaped(&d.message),
+                escaped(&help)
+            )
         })
         .collect::<Vec<_>>()
         .join("\n")
 }
 
-/// A file with its line index.
+/// A file with its line index, and its text as snippets show it.
 struct Indexed<'a> {
     file: &'a SourceFile,
     lines: LineIndex,
+    /// The text with each control character (a NUL, an escape...) replaced by `?` byte for
+    /// byte, so that spans still fit and a terminal never receives them raw.
+    shown: std::borrow::Cow<'a, str>,
 }
 
 impl<'a> Indexed<'a> {
@@ -122,6 +131,7 @@ impl<'a> Indexed<'a> {
         Indexed {
             file,
             lines: LineIndex::new(&file.text),
+            shown: printable_source(&file.text),
         }
     }
 
@@ -148,8 +158,49 @@ impl Clone for Indexed<'_> {
         Indexed {
             file: self.file,
             lines: self.lines.clone(),
+            shown: self.shown.clone(),
         }
     }
+}
+
+/// Control characters other than tab and line breaks, which a terminal would act on.
+fn is_hostile(c: char) -> bool {
+    c.is_control() && !matches!(c, '\t' | '\n' | '\r')
+}
+
+/// `text` with every hostile character as `?`, once per byte of its encoding.
+fn printable_source(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(is_hostile) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if is_hostile(c) {
+            out.extend(std::iter::repeat_n('?', c.len_utf8()));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// A message, label or help with hostile characters escaped (`\u{0}`): they may quote what the
+/// file holds.
+fn escaped(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(is_hostile) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    std::borrow::Cow::Owned(
+        text.chars()
+            .map(|c| {
+                if is_hostile(c) {
+                    c.escape_unicode().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect(),
+    )
 }
 
 fn human_indexed(diagnostic: &Diagnostic, graph: &Indexed<'_>, style: Style) -> String {
@@ -185,10 +236,12 @@ fn human_indexed(diagnostic: &Diagnostic, graph: &Indexed<'_>, style: Style) -> 
 fn unplaced(diagnostic: &Diagnostic) -> String {
     let mut out = format!(
         "{}[{}]: {}\n",
-        diagnostic.severity, diagnostic.code, diagnostic.message
+        diagnostic.severity,
+        diagnostic.code,
+        escaped(&diagnostic.message)
     );
     if let Some(help) = &diagnostic.help {
-        out.push_str(&format!("  help: {help}\n"));
+        out.push_str(&format!("  help: {}\n", escaped(help)));
     }
     out
 }
@@ -245,7 +298,7 @@ impl fmt::Debug for Report<'_> {
 
 impl fmt::Display for Report<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.diagnostic.message)
+        f.write_str(&escaped(&self.diagnostic.message))
     }
 }
 
@@ -268,7 +321,7 @@ impl miette::Diagnostic for Report<'_> {
         self.diagnostic
             .help
             .as_ref()
-            .map(|h| Box::new(h) as Box<dyn fmt::Display>)
+            .map(|h| Box::new(escaped(h).into_owned()) as Box<dyn fmt::Display>)
     }
     fn source_code(&self) -> Option<&dyn SourceCode> {
         Some(&self.source)
@@ -276,10 +329,10 @@ impl miette::Diagnostic for Report<'_> {
     fn labels(&self) -> Option<Box<dyn Iterator<Item = LabeledSpan> + '_>> {
         let d = self.diagnostic;
         let span = d.span().unwrap_or_default();
-        let label = (!d.label.is_empty()).then(|| d.label.clone());
+        let label = (!d.label.is_empty()).then(|| escaped(&d.label).into_owned());
         let primary = LabeledSpan::new_primary_with_span(label, source_span(span));
         let secondary = d.labels.iter().map(|(span, label)| {
-            LabeledSpan::new_with_span(Some(label.clone()), source_span(*span))
+            LabeledSpan::new_with_span(Some(escaped(label).into_owned()), source_span(*span))
         });
         Some(Box::new(std::iter::once(primary).chain(secondary)))
     }
@@ -301,7 +354,7 @@ impl SourceCode for Window<'_> {
         context_lines_before: usize,
         context_lines_after: usize,
     ) -> Result<Box<dyn SpanContents<'b> + 'b>, MietteError> {
-        let text = self.source.file.text.as_str();
+        let text: &str = &self.source.shown;
         let lines = &self.source.lines;
         let first = lines.line_of(span.offset());
         let last = lines.line_of(span.offset() + span.len().saturating_sub(1));

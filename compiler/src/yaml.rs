@@ -125,12 +125,27 @@ fn yaml_error(error: &serde_saphyr::Error, source: &str) -> Diagnostic {
         .location()
         .map(|loc| location_span(&loc, source))
         .unwrap_or_else(|| Span::new(0, 0));
-    let message = plain_message(&error.without_snippet().to_string());
+    let message = own_words(plain_message(&error.without_snippet().to_string()));
     if message.contains("duplicate") {
         Diagnostic::duplicate_key(span, message)
     } else {
         Diagnostic::yaml_syntax(span, message)
     }
+}
+
+/// serde-saphyr's messages in a graph file's terms: some of them address a Rust programmer
+/// calling the library ("use from_str_multiple ...").
+fn own_words(message: String) -> String {
+    if message.contains("from_str_multiple") || message.contains("multiple documents") {
+        return "the file holds more than one YAML document: a graph file is a single document (remove the `---` or `...` separating them)".to_string();
+    }
+    if let Some(limit) = message.find("budget") {
+        return format!(
+            "the YAML is too large or too deeply nested to read safely ({})",
+            message[limit..].trim_end_matches('.')
+        );
+    }
+    message
 }
 
 /// serde-saphyr prefixes messages with their position ("line 6 column 18: ..."); our renderer

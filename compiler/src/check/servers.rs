@@ -1,4 +1,5 @@
-//! The servers a graph may call: its own, then an MCP file's; literal secrets in headers.
+//! The servers a graph may call: its own, then an MCP file's; literal secrets in their
+//! configuration (headers, URLs, `env`, `args`).
 
 use crate::ast::{ServerDecl, TransportDecl};
 use crate::diagnostics::Diagnostic;
@@ -27,6 +28,9 @@ pub fn servers(
                 env,
                 cwd,
             } => {
+                if !external {
+                    diags.extend(secret_headers(std::slice::from_ref(decl)));
+                }
                 let Some(command) = command else { continue };
                 Transport::Stdio {
                     command: command.value.clone(),
@@ -67,22 +71,128 @@ pub fn servers(
     out
 }
 
-/// W0102 for every header of `decls` whose literal value looks like a secret.
+/// W0102 for every literal value of `decls` that looks like a secret: a header such as
+/// `Authorization`, `Proxy-Authorization`, `Cookie` or `X-Api-Key`; credentials or a key-like
+/// query parameter in a URL; a key-like `env` variable; a key-like `args` flag and its value.
+/// A value that reads the environment (`${VAR}`) is never one.
 pub fn secret_headers(decls: &[ServerDecl]) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     for decl in decls {
-        if let TransportDecl::Http { headers, .. } = &decl.transport {
-            for (name, value) in headers {
-                if looks_secret(&name.value) && !value.value.contains("${") {
-                    out.push(Diagnostic::secret_header(value.span, &name.value));
+        match &decl.transport {
+            TransportDecl::Http { headers, url } => {
+                for (name, value) in headers {
+                    if secret_header_name(&name.value) && is_literal(&value.value) {
+                        out.push(Diagnostic::secret_header(value.span, &name.value));
+                    }
+                }
+                if let Some(url) = url
+                    && let Some(what) = secret_in_url(&url.value)
+                {
+                    out.push(Diagnostic::secret_in_url(url.span, &what));
                 }
             }
+            TransportDecl::Stdio { env, args, .. } => {
+                for (name, value) in env {
+                    if key_like(&name.value) && is_literal(&value.value) && !value.value.is_empty()
+                    {
+                        out.push(Diagnostic::secret_in_env(value.span, &name.value));
+                    }
+                }
+                let mut previous: Option<&str> = None;
+                for arg in args {
+                    if let Some(flag) = secret_in_arg(previous, &arg.value) {
+                        out.push(Diagnostic::secret_in_args(arg.span, &flag));
+                    }
+                    previous = Some(arg.value.as_str());
+                }
+                if let Some(url) = args.iter().find_map(|a| {
+                    secret_in_url(&a.value)
+                        .filter(|_| a.value.contains("://"))
+                        .map(|w| (a, w))
+                }) {
+                    out.push(Diagnostic::secret_in_url(url.0.span, &url.1));
+                }
+            }
+            TransportDecl::Invalid => {}
         }
     }
     out
 }
 
-fn looks_secret(header: &str) -> bool {
+/// Written as is in the file, not read from the environment at run time. A file path (a key
+/// file, say) names where a secret is, which is not a secret.
+fn is_literal(value: &str) -> bool {
+    !value.contains("${")
+        && !["/", "./", "../", "~/"]
+            .iter()
+            .any(|p| value.starts_with(p))
+}
+
+fn secret_header_name(header: &str) -> bool {
     let h = header.to_ascii_lowercase();
-    h == "authorization" || h.contains("token") || h.contains("key") || h.contains("secret")
+    matches!(
+        h.as_str(),
+        "authorization" | "proxy-authorization" | "cookie" | "set-cookie"
+    ) || key_like(&h)
+}
+
+/// A name that usually holds a credential: `API_KEY`, `githubToken`, `client-secret`,
+/// `password`, `access_token`, `sig`...
+fn key_like(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    const PARTS: &[&str] = &[
+        "token",
+        "key",
+        "secret",
+        "password",
+        "passwd",
+        "credential",
+        "cookie",
+        "signature",
+    ];
+    // `auth` as in `x-auth`, `oauth`, `authorization`; not `author`.
+    let auth = n.contains("auth") && (!n.contains("author") || n.contains("authoriz"));
+    auth || PARTS.iter().any(|p| n.contains(p))
+        || matches!(n.as_str(), "pwd" | "pass" | "sig" | "jwt")
+}
+
+/// What of a URL carries a literal secret: a password in its credentials (`user:pass@`), or a
+/// key-like query parameter with a value.
+fn secret_in_url(url: &str) -> Option<String> {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    if let Some((userinfo, _)) = authority.rsplit_once('@')
+        && let Some((_, password)) = userinfo.split_once(':')
+        && !password.is_empty()
+        && is_literal(password)
+    {
+        return Some("the password of its credentials".to_string());
+    }
+    let query = url.split_once('?')?.1;
+    let query = query.split('#').next().unwrap_or("");
+    query.split('&').find_map(|pair| {
+        let (name, value) = pair.split_once('=')?;
+        (key_like(name) && !value.is_empty() && is_literal(value))
+            .then(|| format!("the query parameter `{name}`"))
+    })
+}
+
+/// The flag of an `args` entry that carries a literal secret: `--api-key=abc`, `TOKEN=abc`, or
+/// the value after a key-like flag (`--token`, `abc`).
+fn secret_in_arg(previous: Option<&str>, arg: &str) -> Option<String> {
+    if let Some((flag, value)) = arg.split_once('=')
+        && !value.is_empty()
+        && is_literal(value)
+        && !flag.contains(['/', ' '])
+        && key_like(flag)
+    {
+        return Some(flag.to_string());
+    }
+    let previous = previous?;
+    (is_literal(arg)
+        && previous.starts_with('-')
+        && !previous.contains('=')
+        && key_like(previous)
+        && !arg.starts_with('-'))
+    .then(|| previous.to_string())
 }
