@@ -4,7 +4,8 @@
 //! died is started again on its next use; a failed start is not remembered. A child's stderr is
 //! drained continuously into a bounded log, whose recent lines are appended to errors.
 
-use crate::envsubst::expand_env;
+use crate::child::ChildProcess;
+use crate::envsubst::{expand_env, redact};
 use crate::failure::{Failure, FailureKind};
 use crate::value::to_jvalue;
 use jsonata_core::value::JValue;
@@ -13,11 +14,12 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
     Implementation,
 };
-use rmcp::service::{RoleClient, RunningService, ServiceError, ServiceExt};
-use rmcp::transport::TokioChildProcess;
+use rmcp::service::{ClientInitializeError, RoleClient, RunningService, ServiceError, ServiceExt};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::{StreamableHttpClient, StreamableHttpError};
+use rmcp::transport::worker::WorkerQuitReason;
 use serde_json::{Map, Value};
 use std::collections::VecDeque;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -104,6 +106,18 @@ impl Downstream {
         tool: &str,
         args: Map<String, Value>,
     ) -> Result<JValue, Failure> {
+        self.call_inner(runtime, id, tool, args)
+            .await
+            .map_err(redacted)
+    }
+
+    async fn call_inner(
+        &self,
+        runtime: &Handle,
+        id: ServerId,
+        tool: &str,
+        args: Map<String, Value>,
+    ) -> Result<JValue, Failure> {
         let slot = &self.slots[id.0 as usize];
         let connection = self.connect(runtime, slot).await?;
         let mark = connection.stderr.mark();
@@ -130,14 +144,21 @@ impl Downstream {
                     "MCP error -32000: Connection closed",
                 )
             }
-            Ok(Err(e)) => {
-                let kind = match e {
-                    ServiceError::Timeout { .. } => FailureKind::Timeout,
-                    ServiceError::Cancelled { .. } => FailureKind::Connection,
-                    _ => FailureKind::Protocol,
-                };
-                Failure::new(kind, format!("MCP tool call failed: {e}"))
-            }
+            Ok(Err(ServiceError::Timeout { .. })) => Failure::new(
+                FailureKind::Timeout,
+                format!(
+                    "MCP error -32001: Request timed out (timeoutMs {})",
+                    slot.server.timeout_ms
+                ),
+            ),
+            Ok(Err(ServiceError::Cancelled { .. })) => Failure::new(
+                FailureKind::Connection,
+                "MCP tool call failed: the call was cancelled",
+            ),
+            Ok(Err(_)) => Failure::new(
+                FailureKind::Protocol,
+                "MCP tool call failed: the server answered with something other than a tool result",
+            ),
             Err(_) => Failure::new(
                 FailureKind::Timeout,
                 format!(
@@ -228,26 +249,25 @@ async fn start(server: &Server) -> Result<Connection, Failure> {
             cwd,
         } => {
             let program = expand_env(command);
-            let mut cmd = tokio::process::Command::new(&program);
+            let mut cmd = tokio::process::Command::new(program);
             cmd.args(args.iter().map(|a| expand_env(a)));
             cmd.envs(env.iter().map(|(k, v)| (k, expand_env(v))));
             if let Some(dir) = cwd {
                 cmd.current_dir(expand_env(dir));
             }
-            let (transport, stderr) = TokioChildProcess::builder(cmd)
-                .stderr(Stdio::piped())
-                .spawn()
-                .map_err(|e| {
-                    failed(format!(
-                        "MCP client initialization failed: cannot start {program:?}: {e}"
-                    ))
-                })?;
+            // The command as written: its expansion may hold a secret.
+            let (transport, stderr) = ChildProcess::spawn(cmd).map_err(|e| {
+                failed(format!(
+                    "MCP client initialization failed: cannot start {command:?}: {}",
+                    io_reason(&e)
+                ))
+            })?;
             let (closed_tx, _) = watch::channel(false);
             let log = Arc::new(StderrLog {
                 closed: Some(closed_tx),
                 ..StderrLog::default()
             });
-            if let Some(stderr) = stderr {
+            {
                 let log = log.clone();
                 tokio::spawn(async move {
                     let mut lines = BufReader::new(stderr).lines();
@@ -267,8 +287,11 @@ async fn start(server: &Server) -> Result<Connection, Failure> {
                 match tokio::time::timeout(timeout, client_info(server).serve(transport)).await {
                     Ok(Ok(service)) => service,
                     Ok(Err(e)) => {
-                        return Err(failed(format!("MCP client initialization failed: {e}"))
-                            .with_stderr(&log.since(0)));
+                        return Err(failed(format!(
+                            "MCP client initialization failed: {}",
+                            init_reason(&e)
+                        ))
+                        .with_stderr(&log.since(0)));
                     }
                     Err(_) => {
                         return Err(failed(format!(
@@ -284,25 +307,35 @@ async fn start(server: &Server) -> Result<Connection, Failure> {
             })
         }
         Transport::Http { url, headers } => {
-            use rmcp::transport::StreamableHttpClientTransport;
             use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
             let mut custom = std::collections::HashMap::new();
             for (name, value) in headers {
-                let name = http::HeaderName::try_from(name.as_str())
-                    .map_err(|e| failed(format!("header {name:?}: {e}")))?;
-                let value = http::HeaderValue::try_from(expand_env(value))
-                    .map_err(|e| failed(format!("header value: {e}")))?;
+                let name = http::HeaderName::try_from(name.as_str()).map_err(|_| {
+                    failed(format!(
+                        "MCP client initialization failed: {name:?} is not a valid HTTP header name"
+                    ))
+                })?;
+                let value = http::HeaderValue::try_from(expand_env(value)).map_err(|_| {
+                    failed(format!(
+                        "MCP client initialization failed: the value of header {name} ({value:?} as written) is not a valid HTTP header value"
+                    ))
+                })?;
                 custom.insert(name, value);
             }
             let config = StreamableHttpClientTransportConfig::with_uri(expand_env(url))
                 .custom_headers(custom);
             let transport = StreamableHttpClientTransport::from_config(config);
+            let reason = http_reason_of(&transport);
             let service = match tokio::time::timeout(timeout, client_info(server).serve(transport))
                 .await
             {
                 Ok(Ok(service)) => service,
                 Ok(Err(e)) => {
-                    return Err(failed(format!("MCP client initialization failed: {e}")));
+                    // The URL as written: its expansion may hold a secret.
+                    return Err(failed(format!(
+                        "MCP client initialization failed: cannot reach {url}: {}",
+                        reason(&e)
+                    )));
                 }
                 Err(_) => {
                     return Err(failed(format!(
@@ -316,6 +349,121 @@ async fn start(server: &Server) -> Result<Connection, Failure> {
                 stderr: Arc::new(StderrLog::default()),
             })
         }
+    }
+}
+
+/// A failure's texts with every expanded `${VAR}` value written back as the variable.
+fn redacted(failure: Failure) -> Failure {
+    Failure {
+        message: redact(&failure.message).into_owned(),
+        stderr_tail: failure.stderr_tail.map(|t| redact(&t).into_owned()),
+        ..failure
+    }
+}
+
+/// Why the handshake with a downstream server failed, in our words: rmcp's texts name Rust
+/// types (`Transport [rmcp::transport::worker::WorkerTransport<…>] error`), and the HTTP
+/// client's carry the expanded URL.
+fn init_reason(error: &ClientInitializeError) -> String {
+    match error {
+        ClientInitializeError::TransportError { error, .. } => chain_reason(error.error.as_ref()),
+        ClientInitializeError::ConnectionClosed(_) => {
+            "the connection closed before the server answered initialize".to_string()
+        }
+        ClientInitializeError::JsonRpcError(e) => {
+            format!("MCP error {}: {}", e.code.0, e.message)
+        }
+        ClientInitializeError::NoCompatibleProtocolVersion { .. } => {
+            "the server supports no protocol version this client does".to_string()
+        }
+        _ => "the server did not answer initialize with an initialize result".to_string(),
+    }
+}
+
+/// [`http_reason`] for the HTTP client the transport was built with (rmcp's reqwest client,
+/// whose type this crate cannot name: reqwest is no dependency of ours).
+fn http_reason_of<C: StreamableHttpClient>(
+    _transport: &StreamableHttpClientTransport<C>,
+) -> fn(&ClientInitializeError) -> String {
+    http_reason::<C>
+}
+
+/// Why the handshake with an HTTP server failed: the HTTP client's error, whose texts carry the
+/// expanded URL, read from its parts.
+fn http_reason<C: StreamableHttpClient>(error: &ClientInitializeError) -> String {
+    if let ClientInitializeError::TransportError { error, .. } = error {
+        let error = error.error.as_ref();
+        // The handshake's own send fails with the HTTP error; a worker that quit, with why.
+        if let Some(e) = error.downcast_ref::<StreamableHttpError<C::Error>>() {
+            return http_error_reason(e);
+        }
+        if let Some(quit) = error.downcast_ref::<WorkerQuitReason<StreamableHttpError<C::Error>>>()
+        {
+            return match quit {
+                WorkerQuitReason::Fatal { error, .. } => http_error_reason(error),
+                _ => "the connection closed before the server answered initialize".to_string(),
+            };
+        }
+    }
+    init_reason(error)
+}
+
+fn http_error_reason<E: std::error::Error + Send + Sync + 'static>(
+    error: &StreamableHttpError<E>,
+) -> String {
+    match error {
+        StreamableHttpError::Client(e) => chain_reason(e),
+        StreamableHttpError::Io(e) => io_reason(e),
+        StreamableHttpError::HttpStatus(status) => {
+            format!("the server answered HTTP {}", status.status)
+        }
+        StreamableHttpError::AuthRequired(_) => {
+            "the server requires authorization (HTTP 401)".to_string()
+        }
+        StreamableHttpError::InsufficientScope(_) => {
+            "the server refused the credentials' scope (HTTP 403)".to_string()
+        }
+        StreamableHttpError::SessionExpired => {
+            "the server ended the session (HTTP 404)".to_string()
+        }
+        StreamableHttpError::UnexpectedContentType(content_type) => format!(
+            "the server answered with content type {}",
+            content_type.as_deref().unwrap_or("(none)")
+        ),
+        other => chain_reason(other),
+    }
+}
+
+/// The innermost cause of a transport error (the operating system's "Connection refused",
+/// an HTTP status): outer layers add type names and the URL.
+fn chain_reason(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut current = error;
+    loop {
+        if let Some(io) = current.downcast_ref::<std::io::Error>() {
+            return io_reason(io);
+        }
+        match current.source() {
+            Some(next) => current = next,
+            None => break,
+        }
+    }
+    let text = current.to_string();
+    if text.contains("::") || text.contains("://") {
+        "the transport failed".to_string()
+    } else {
+        text
+    }
+}
+
+fn io_reason(error: &std::io::Error) -> String {
+    use std::io::ErrorKind;
+    match error.kind() {
+        ErrorKind::NotFound => "no such file or command".to_string(),
+        ErrorKind::PermissionDenied => "permission denied".to_string(),
+        ErrorKind::ConnectionRefused => "connection refused".to_string(),
+        ErrorKind::ConnectionReset => "connection reset".to_string(),
+        ErrorKind::TimedOut => "timed out".to_string(),
+        _ => error.to_string(),
     }
 }
 

@@ -36,14 +36,65 @@ pub fn expand(text: &str, lookup: impl Fn(&str) -> Option<String>) -> String {
     out
 }
 
-/// Expands against the process environment.
+/// Expands against the process environment, and remembers each value taken from it so that
+/// [`redact`] can hide it again: error texts and logs show the configuration as written.
 pub fn expand_env(text: &str) -> String {
-    expand(text, |name| std::env::var(name).ok())
+    expand(text, |name| {
+        let value = std::env::var(name).ok();
+        if let Some(value) = &value {
+            remember(name, value);
+        }
+        value
+    })
+}
+
+/// Values shorter than this are not hidden: they would hide every `1` or `on` in a message,
+/// and are no secrets.
+const SHORTEST_SECRET: usize = 4;
+
+/// `(value, "${NAME}")` of every variable expanded so far, longest value first.
+static EXPANDED: std::sync::Mutex<Vec<(String, String)>> = std::sync::Mutex::new(Vec::new());
+
+fn remember(name: &str, value: &str) {
+    if value.len() < SHORTEST_SECRET {
+        return;
+    }
+    if let Ok(mut expanded) = EXPANDED.lock()
+        && !expanded.iter().any(|(v, _)| v == value)
+    {
+        expanded.push((value.to_string(), format!("${{{name}}}")));
+        expanded.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+    }
+}
+
+/// `text` with every value [`expand_env`] took from the environment written back as the
+/// `${NAME}` it came from.
+pub fn redact(text: &str) -> std::borrow::Cow<'_, str> {
+    let Ok(expanded) = EXPANDED.lock() else {
+        return text.into();
+    };
+    let mut out = std::borrow::Cow::Borrowed(text);
+    for (value, written) in expanded.iter() {
+        if out.contains(value.as_str()) {
+            out = out.replace(value.as_str(), written).into();
+        }
+    }
+    out
 }
 
 #[cfg(test)]
 mod tests {
-    use super::expand;
+    use super::{expand, redact, remember};
+
+    #[test]
+    fn expanded_values_are_written_back_as_their_variables() {
+        remember("MCPGRAPH_REDACT_TEST", "s3cr3t-value");
+        remember("MCPGRAPH_REDACT_SHORT", "on");
+        assert_eq!(
+            redact("GET http://h/?token=s3cr3t-value failed, on"),
+            "GET http://h/?token=${MCPGRAPH_REDACT_TEST} failed, on"
+        );
+    }
 
     #[test]
     fn expands_variables_and_defaults() {

@@ -4,6 +4,7 @@
 pub use mcpgraph_macros::graph;
 
 mod cancel;
+mod child;
 mod downstream;
 mod engine;
 mod envsubst;
@@ -13,6 +14,7 @@ mod history;
 mod js;
 mod jsonata;
 mod jsonlogic;
+mod line_transport;
 mod pool;
 mod program;
 mod serve;

@@ -1,10 +1,12 @@
 //! Serving over stdio, with the lifecycle of contract §5: on stdin EOF, SIGTERM or SIGINT the
 //! server stops taking calls, cancels runs, closes each downstream child (stdin closed, a grace
-//! period, SIGTERM, SIGKILL) and exits 0. `mcpgraph serve`, built servers and `graph!` programs
+//! period, SIGTERM, SIGKILL, to its whole process group) and exits 0. `mcpgraph serve`, built servers and `graph!` programs
 //! all start here.
 
 use crate::engine::{CallError, Engine, LoadError};
+use crate::envsubst::redact;
 use crate::executor::NodeObserver;
+use crate::line_transport::LineTransport;
 use crate::server::GraphServer;
 use mcpgraph_compiler::Graph;
 use rmcp::ServiceExt;
@@ -32,13 +34,14 @@ pub enum ServeError {
 }
 
 /// Logs go to stderr (stdout carries MCP only), quiet by default; `MCPGRAPH_LOG` or `RUST_LOG`
-/// raise them (`MCPGRAPH_LOG=debug`, `RUST_LOG=mcpgraph=trace`).
+/// raise them (`MCPGRAPH_LOG=debug`, `RUST_LOG=mcpgraph=trace`). Every value expanded from a
+/// `${VAR}` is written back as the variable: rmcp and the HTTP client log URLs and commands.
 pub fn init_logging() {
     let filter = std::env::var("MCPGRAPH_LOG")
         .or_else(|_| std::env::var("RUST_LOG"))
         .unwrap_or_else(|_| "warn".to_string());
     let _ = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
+        .with_writer(|| RedactedStderr)
         .with_ansi(false)
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
         .try_init();
@@ -87,6 +90,22 @@ pub fn run_stdio(make_server: impl FnOnce() -> Result<GraphServer, ServeError>) 
     exit_code(outcome)
 }
 
+/// stderr, through [`redact`]. The formatter writes each event in one call, so a value is never
+/// split between two writes.
+struct RedactedStderr;
+
+impl std::io::Write for RedactedStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let text = String::from_utf8_lossy(buf);
+        std::io::stderr().write_all(redact(&text).as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
+}
+
 fn exit_code(outcome: Result<(), ServeError>) -> ExitCode {
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
@@ -100,9 +119,11 @@ fn exit_code(outcome: Result<(), ServeError>) -> ExitCode {
 /// Serves over stdin/stdout until stdin closes or a signal arrives, then stops every run and
 /// closes the downstream servers (at most [`SHUTDOWN_LIMIT`]).
 pub async fn serve_stdio(server: GraphServer) -> Result<(), ServeError> {
+    let transport =
+        LineTransport::<rmcp::RoleServer, _, _>::new(tokio::io::stdin(), tokio::io::stdout());
     let service = server
         .clone()
-        .serve(rmcp::transport::stdio())
+        .serve(transport)
         .await
         .map_err(|e| ServeError::Handshake(Box::new(e)))?;
     let token = service.cancellation_token();

@@ -82,12 +82,22 @@ impl Mcp {
     }
 
     pub fn spawn(args: &[&str], cwd: &Path, env: &[(&str, &str)]) -> Mcp {
+        Mcp::spawn_with_stderr(args, cwd, env, Stdio::null())
+    }
+
+    /// [`Mcp::spawn`] with the server's stderr going to `stderr` (a file, to look for panics).
+    pub fn spawn_with_stderr(
+        args: &[&str],
+        cwd: &Path,
+        env: &[(&str, &str)],
+        stderr: Stdio,
+    ) -> Mcp {
         let mut cmd = Command::new(mcpgraph());
         cmd.args(args)
             .current_dir(cwd)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null());
+            .stderr(stderr);
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -117,6 +127,37 @@ impl Mcp {
         let stdin = self.stdin.as_mut().expect("stdin open");
         writeln!(stdin, "{message}").expect("write to server");
         stdin.flush().expect("flush");
+    }
+
+    /// Writes `bytes` and a newline as they are (not necessarily JSON, nor UTF-8).
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        stdin.write_all(bytes).expect("write to server");
+        stdin.write_all(b"\n").expect("write to server");
+        stdin.flush().expect("flush");
+    }
+
+    /// The response carrying `id` (any JSON value; `null` for errors that could not name the
+    /// request), keeping other messages in `pending`.
+    pub fn response_to(&mut self, id: &Value, timeout: Duration) -> Value {
+        let is_it = |m: &Value| m.get("id") == Some(id) && m.get("method").is_none();
+        if let Some(i) = self.pending.iter().position(is_it) {
+            return self.pending.remove(i);
+        }
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(m) if is_it(&m) => return m,
+                Ok(m) => self.pending.push(m),
+                Err(RecvTimeoutError::Timeout) => {
+                    panic!("no response to request {id} within {timeout:?}")
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    panic!("the server closed stdout before answering request {id}")
+                }
+            }
+        }
     }
 
     pub fn notify(&mut self, method: &str, params: Value) {
