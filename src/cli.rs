@@ -220,9 +220,23 @@ fn graph(args: GraphArgs) -> ExitCode {
 /// `serve FILE` and `-g FILE`: a graph that does not check still answers the handshake, with its
 /// diagnostics in `instructions` and in every call's result (and on stderr).
 fn serve(common: &Common) -> ExitCode {
-    let (file, checked) = match load(common) {
+    // A file that cannot be read (missing, not UTF-8) is served like a graph that does not
+    // check: the client sees why in `instructions` rather than a dead connection.
+    let loaded = SourceFile::read(&common.file).and_then(|file| {
+        let mcp = common.mcp.as_deref().map(SourceFile::read).transpose()?;
+        let checked = compile(&file, mcp.as_ref());
+        Ok((file, checked))
+    });
+    let (file, checked) = match loaded {
         Ok(x) => x,
-        Err(code) => return code,
+        Err(d) => {
+            let file = SourceFile::new(common.file.display().to_string(), String::new());
+            let checked = Checked {
+                graph: None,
+                diagnostics: vec![d],
+            };
+            (file, checked)
+        }
     };
     if !checked.diagnostics.is_empty() {
         let text = render::human_all(&checked, &file, style());

@@ -95,6 +95,7 @@ impl GraphServer {
     /// A server for a graph that does not check: it completes the handshake, puts the
     /// diagnostics in `instructions`, lists no tools and answers every call with them.
     fn broken(identity: Identity, diagnostics: String) -> Self {
+        let diagnostics = capped(&diagnostics);
         let identity = Identity {
             instructions: Some(format!(
                 "This graph does not check; no tool can run until it is fixed.\n{diagnostics}"
@@ -115,6 +116,22 @@ impl GraphServer {
             State::Broken { .. } => None,
         }
     }
+}
+
+/// The most diagnostics put into `instructions` and call results: a client shows instructions
+/// to a model, and thousands of lines would only crowd it out.
+const SHOWN_DIAGNOSTICS: usize = 50;
+
+/// The first [`SHOWN_DIAGNOSTICS`] lines, then how many more there are.
+fn capped(diagnostics: &str) -> String {
+    let total = diagnostics.lines().count();
+    if total <= SHOWN_DIAGNOSTICS {
+        return diagnostics.to_string();
+    }
+    let mut shown: Vec<&str> = diagnostics.lines().take(SHOWN_DIAGNOSTICS).collect();
+    let more = format!("… and {} more", total - SHOWN_DIAGNOSTICS);
+    shown.push(&more);
+    shown.join("\n")
 }
 
 /// A successful result: the compact JSON text, plus `structuredContent` for an object.
@@ -204,11 +221,17 @@ impl ServerHandler for GraphServer {
             }
         };
         let args = request.arguments.unwrap_or_default();
-        let observer = progress_observer(&context);
-        match engine
+        let progress = progress_observer(&context);
+        let observer = progress.as_ref().map(|p| p.observer.clone());
+        let outcome = engine
             .call(&request.name, args, context.ct.clone(), observer)
-            .await
-        {
+            .await;
+        // Progress after the result is lost to the client: every notification is written and
+        // flushed before the result is handed to rmcp.
+        if let Some(progress) = progress {
+            progress.flush().await;
+        }
+        match outcome {
             Ok(value) => Ok(success(value).into()),
             Err(CallError::UnknownTool(name)) => Err(ErrorData::invalid_params(
                 format!("Unknown tool: {name}"),
@@ -222,22 +245,61 @@ impl ServerHandler for GraphServer {
     }
 }
 
+/// The longest a result waits for its progress notifications to be written (a client that
+/// stopped reading would otherwise hold the result forever).
+const PROGRESS_FLUSH_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// What the forwarder of a call's progress is asked to do, in order.
+enum Progress {
+    Note(ProgressNotificationParam),
+    /// Answer once every note before this one was written and flushed.
+    Flush(tokio::sync::oneshot::Sender<()>),
+}
+
+/// A call's progress: the observer the run reports nodes to, and the queue to its forwarder.
+struct ProgressForwarder {
+    observer: NodeObserver,
+    queue: tokio::sync::mpsc::UnboundedSender<Progress>,
+}
+
+impl ProgressForwarder {
+    /// Returns once every notification queued so far was written and flushed (or the limit
+    /// passed, or the connection closed).
+    async fn flush(self) {
+        let (done, wait) = tokio::sync::oneshot::channel();
+        if self.queue.send(Progress::Flush(done)).is_ok() {
+            let _ = tokio::time::timeout(PROGRESS_FLUSH_LIMIT, wait).await;
+        }
+    }
+}
+
 /// One `notifications/progress` per executed node when the call carries a progress token, sent
-/// in order by one task.
-fn progress_observer(context: &RequestContext<RoleServer>) -> Option<NodeObserver> {
+/// in order by one task. rmcp writes notifications and responses on separate paths, so order is
+/// kept here: `notify_progress` returns once its line is flushed, and the call's result waits
+/// for [`ProgressForwarder::flush`].
+fn progress_observer(context: &RequestContext<RoleServer>) -> Option<ProgressForwarder> {
     let token = context.meta.get_progress_token()?;
     let peer = context.peer.clone();
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<ProgressNotificationParam>();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Progress>();
     tokio::spawn(async move {
-        while let Some(param) = rx.recv().await {
-            if peer.notify_progress(param).await.is_err() {
-                break;
+        let mut open = true;
+        while let Some(item) = rx.recv().await {
+            match item {
+                Progress::Note(param) if open => {
+                    open = peer.notify_progress(param).await.is_ok();
+                }
+                Progress::Note(_) => {}
+                Progress::Flush(done) => {
+                    let _ = done.send(());
+                }
             }
         }
     });
-    Some(Arc::new(move |report: &NodeReport<'_>| {
+    let queue = tx.clone();
+    let observer: NodeObserver = Arc::new(move |report: &NodeReport<'_>| {
         let param = ProgressNotificationParam::new(token.clone(), report.index as f64)
             .with_message(format!("{} ({})", report.node, report.node_type));
-        let _ = tx.send(param);
-    }))
+        let _ = tx.send(Progress::Note(param));
+    });
+    Some(ProgressForwarder { observer, queue })
 }
