@@ -222,21 +222,23 @@ fn graph(args: GraphArgs) -> ExitCode {
 fn serve(common: &Common) -> ExitCode {
     // A file that cannot be read (missing, not UTF-8) is served like a graph that does not
     // check: the client sees why in `instructions` rather than a dead connection.
-    let loaded = SourceFile::read(&common.file).and_then(|file| {
-        let mcp = common.mcp.as_deref().map(SourceFile::read).transpose()?;
-        let checked = compile(&file, mcp.as_ref());
-        Ok((file, checked))
-    });
-    let (file, checked) = match loaded {
-        Ok(x) => x,
-        Err(d) => {
-            let file = SourceFile::new(common.file.display().to_string(), String::new());
-            let checked = Checked {
-                graph: None,
-                diagnostics: vec![d],
-            };
-            (file, checked)
-        }
+    let unreadable = |d: mcpgraph_compiler::Diagnostic| {
+        let file = SourceFile::new(common.file.display().to_string(), String::new());
+        let checked = Checked {
+            graph: None,
+            diagnostics: vec![d],
+        };
+        (file, checked)
+    };
+    let (file, checked) = match SourceFile::read(&common.file) {
+        Err(d) => unreadable(d),
+        Ok(file) => match common.mcp.as_deref().map(SourceFile::read).transpose() {
+            Err(d) => unreadable(d),
+            Ok(mcp) => {
+                let checked = compile(&file, mcp.as_ref());
+                (file, checked)
+            }
+        },
     };
     if !checked.diagnostics.is_empty() {
         let text = render::human_all(&checked, &file, style());

@@ -63,7 +63,7 @@ fn remember(name: &str, value: &str) {
         && !expanded.iter().any(|(v, _)| v == value)
     {
         expanded.push((value.to_string(), format!("${{{name}}}")));
-        expanded.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+        expanded.sort_by_key(|(value, _)| std::cmp::Reverse(value.len()));
     }
 }
 
