@@ -27,6 +27,7 @@ pub struct GraphFile {
     pub server: ServerInfo,
     pub max_node_executions: Option<Sp<u64>>,
     pub max_execution_time_ms: Option<Sp<u64>>,
+    pub max_value_bytes: Option<Sp<u64>>,
     pub servers: Vec<ServerDecl>,
     pub tools: Vec<ToolDecl>,
 }
@@ -144,6 +145,20 @@ pub fn build(root: &Yaml, diags: &mut Vec<Diagnostic>) -> GraphFile {
     {
         file.max_node_executions = positive_int(lm, "maxNodeExecutions", diags);
         file.max_execution_time_ms = positive_int(lm, "maxExecutionTimeMs", diags);
+        file.max_value_bytes = positive_int(lm, "maxValueBytes", diags).filter(|v| {
+            let in_range = v.value <= crate::ir::MAX_MAX_VALUE_BYTES;
+            if !in_range {
+                diags.push(Diagnostic::invalid_value(
+                    v.span,
+                    format!(
+                        "`maxValueBytes` must be at most {} (4 GiB)",
+                        crate::ir::MAX_MAX_VALUE_BYTES
+                    ),
+                    "too large",
+                ));
+            }
+            in_range
+        });
     }
     if let Some(servers) = get(map, "mcpServers") {
         file.servers = servers_map(servers, "mcpServers", diags);
@@ -190,7 +205,7 @@ const TOP_KEYS: &[&str] = &[
     "tools",
 ];
 const SERVER_KEYS: &[&str] = &["name", "version", "title", "instructions"];
-const LIMIT_KEYS: &[&str] = &["maxNodeExecutions", "maxExecutionTimeMs"];
+const LIMIT_KEYS: &[&str] = &["maxNodeExecutions", "maxExecutionTimeMs", "maxValueBytes"];
 const TOOL_KEYS: &[&str] = &[
     "name",
     "description",

@@ -31,6 +31,20 @@ pub struct ServerInfo {
 pub struct Limits {
     pub max_node_executions: u64,
     pub max_execution_time_ms: u64,
+    /// The largest string, array or object (in bytes of its JSON text) a run may build; absent
+    /// from the IR of an older mcpgraph, which had no such bound.
+    #[serde(default = "default_max_value_bytes")]
+    pub max_value_bytes: u64,
+}
+
+/// 64 MiB: far above any value a graph passes between nodes, far below what takes a server down.
+pub const DEFAULT_MAX_VALUE_BYTES: u64 = 64 << 20;
+
+/// The largest `maxValueBytes` accepted: 4 GiB, beyond which the bound protects nothing.
+pub const MAX_MAX_VALUE_BYTES: u64 = 4 << 30;
+
+fn default_max_value_bytes() -> u64 {
+    DEFAULT_MAX_VALUE_BYTES
 }
 
 impl Default for Limits {
@@ -38,6 +52,7 @@ impl Default for Limits {
         Limits {
             max_node_executions: 1000,
             max_execution_time_ms: 300_000,
+            max_value_bytes: DEFAULT_MAX_VALUE_BYTES,
         }
     }
 }

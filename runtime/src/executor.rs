@@ -11,7 +11,7 @@ use crate::history::{History, Record, SharedHistory};
 use crate::jsonata::{EvalError, Jsonata, Settings};
 use crate::jsonlogic::{self, Vars};
 use crate::program::Program;
-use crate::value::{to_json, to_jvalue};
+use crate::value::{json_size, to_json, to_jvalue};
 use crate::watchdog;
 use jsonata_core::evaluator::CancelToken;
 use jsonata_core::value::JValue;
@@ -64,7 +64,12 @@ struct Run<'a> {
     history: SharedHistory,
     jsonata: Jsonata,
     arguments: JValue,
+    /// The sizes of the outputs recorded so far (see [`Run::check_size`]).
+    held_bytes: u64,
 }
+
+/// How many times `maxValueBytes` the outputs a run holds in its history may take together.
+pub const RUN_BYTES_PER_VALUE_BYTES: u64 = 16;
 
 /// Runs tool `tool` of `program` with `args`; the result is the exit node's output.
 pub async fn run(
@@ -90,6 +95,7 @@ pub async fn run(
         Settings {
             timeout_ms: watch.is_none().then_some(limits.max_execution_time_ms),
             cancel: Some(evaluation_cancel),
+            max_value_bytes: Some(limits.max_value_bytes),
             ..Settings::default()
         },
     );
@@ -102,6 +108,7 @@ pub async fn run(
         history,
         jsonata,
         arguments: to_jvalue(&Value::Object(args)),
+        held_bytes: 0,
     };
 
     let mut current = run.tool.entry;
@@ -121,6 +128,7 @@ pub async fn run(
             } => mcp(&mut run, node, *server, name, args).await,
         };
         let (output, next) = step.map_err(|failure| run.error(node, failure))?;
+        run.check_size(node, &output)?;
         run.record(current, node, node_start, &output);
         match (&node.kind, next) {
             (NodeKind::Exit, _) => return Ok(output),
@@ -172,6 +180,37 @@ impl Run<'_> {
                 self.started.elapsed().as_millis()
             ),
         )
+    }
+
+    /// The bounds on memory, looked at after each node: its output may take at most
+    /// `maxValueBytes` (measured as JSON text, see [`json_size`]: O(1) for a string, at most
+    /// O(`maxValueBytes`) otherwise), and all outputs the run holds, which its history keeps,
+    /// [`RUN_BYTES_PER_VALUE_BYTES`] times that. Values that grow from node to node (a loop
+    /// doubling a string) stop here; the size-checked built-ins stop those that grow within one
+    /// expression.
+    fn check_size(&mut self, node: &Node, output: &JValue) -> Result<(), RunError> {
+        let cap = self.limits.max_value_bytes;
+        let bytes = json_size(output, cap);
+        let message = if bytes > cap {
+            format!(
+                "Execution limit exceeded: maximum value size ({cap} bytes) reached: the output takes at least {bytes} bytes"
+            )
+        } else {
+            self.held_bytes += bytes;
+            let total = cap.saturating_mul(RUN_BYTES_PER_VALUE_BYTES);
+            if self.held_bytes <= total {
+                return Ok(());
+            }
+            format!(
+                "Execution limit exceeded: maximum size of a run's values ({total} bytes, {RUN_BYTES_PER_VALUE_BYTES} × maxValueBytes) reached: the outputs of its nodes take {} bytes",
+                self.held_bytes
+            )
+        };
+        Err(RunError {
+            tool: self.tool.name.clone(),
+            node: Some((node.id.clone(), node.kind.type_name())),
+            failure: Failure::new(FailureKind::Limit, message),
+        })
     }
 
     /// A failure of the run itself (limits, cancellation), which names no node.
@@ -328,7 +367,7 @@ async fn mcp(
     args: &Template,
 ) -> Step {
     let context = run.context();
-    let call_args = evaluate_args(args, &mut run.jsonata, &context)?;
+    let call_args = evaluate_args(args, &mut run.jsonata, &context, run.limits.max_value_bytes)?;
     let Some(runtime) = run
         .env
         .runtime
@@ -390,25 +429,42 @@ fn evaluate_args(
     template: &Template,
     jsonata: &mut Jsonata,
     context: &JValue,
+    max_bytes: u64,
 ) -> Result<Map<String, Value>, EvalError> {
-    match evaluate_template(template, jsonata, context)? {
+    match evaluate_template(template, jsonata, context, max_bytes)? {
         Some(Value::Object(map)) => Ok(map),
         _ => Ok(Map::new()),
     }
 }
 
+/// An argument's value, each expression's value bounded by `max_bytes` before it becomes JSON
+/// (a value built by sharing is small in memory but not as JSON).
 fn evaluate_template(
     template: &Template,
     jsonata: &mut Jsonata,
     context: &JValue,
+    max_bytes: u64,
 ) -> Result<Option<Value>, EvalError> {
     Ok(match template {
         Template::Literal(v) => Some(v.clone()),
-        Template::Expr(expr) => to_json(&jsonata.eval(expr, context)?),
+        Template::Expr(expr) => {
+            let value = jsonata.eval(expr, context)?;
+            let bytes = json_size(&value, max_bytes);
+            if bytes > max_bytes {
+                return Err(EvalError {
+                    code: None,
+                    message: format!(
+                        "Execution limit exceeded: maximum value size ({max_bytes} bytes) reached: the argument takes at least {bytes} bytes"
+                    ),
+                    expression: expr.source.clone(),
+                });
+            }
+            to_json(&value)
+        }
         Template::Object(entries) => {
             let mut map = Map::with_capacity(entries.len());
             for (k, t) in entries {
-                if let Some(v) = evaluate_template(t, jsonata, context)? {
+                if let Some(v) = evaluate_template(t, jsonata, context, max_bytes)? {
                     map.insert(k.clone(), v);
                 }
             }
@@ -417,7 +473,7 @@ fn evaluate_template(
         Template::Array(items) => {
             let mut out = Vec::with_capacity(items.len());
             for t in items {
-                out.push(evaluate_template(t, jsonata, context)?.unwrap_or(Value::Null));
+                out.push(evaluate_template(t, jsonata, context, max_bytes)?.unwrap_or(Value::Null));
             }
             Some(Value::Array(out))
         }

@@ -3,13 +3,18 @@
 
 use crate::failure::{Failure, FailureKind};
 use crate::history::{self, SharedHistory};
+use crate::value::json_size;
 use jsonata_core::ast::AstNode;
+use jsonata_core::evaluator::EvaluatorError;
 use jsonata_core::evaluator::{
     CancelToken, Context, Evaluator, EvaluatorOptions, HostFnResult, error_code_prefix,
 };
+use jsonata_core::functions::string::build_regex;
 use jsonata_core::value::JValue;
-use mcpgraph_compiler::fuse::COUNT_SPLIT;
-use mcpgraph_compiler::ir::Expr;
+use mcpgraph_compiler::fuse::{
+    CONCAT, COUNT_SPLIT, DISTINCT, JOIN_ARG, PAD_WIDTH, REPLACE_ARG, STRING_ARG,
+};
+use mcpgraph_compiler::ir::{DEFAULT_MAX_VALUE_BYTES, Expr};
 
 /// Bounds no graph expression should reach; they turn a runaway expression into an error.
 const MAX_STACK_DEPTH: usize = 10_000;
@@ -30,6 +35,9 @@ pub struct Settings {
     pub max_stack_depth: Option<usize>,
     /// `$name` variables bound for every evaluation.
     pub bindings: Vec<(String, JValue)>,
+    /// The largest value the size-checked built-ins may build (`maxValueBytes`); defaults to
+    /// the graph file's default.
+    pub max_value_bytes: Option<u64>,
 }
 
 /// A failed evaluation.
@@ -77,7 +85,7 @@ impl Jsonata {
     pub fn new(history: Option<&SharedHistory>, settings: Settings) -> Self {
         let options = EvaluatorOptions {
             timeout_ms: settings.timeout_ms,
-            cancel: settings.cancel,
+            cancel: settings.cancel.clone(),
             max_stack_depth: Some(settings.max_stack_depth.unwrap_or(MAX_STACK_DEPTH)),
             max_sequence_length: Some(MAX_SEQUENCE_LENGTH),
         };
@@ -86,8 +94,18 @@ impl Jsonata {
             context.bind(name, value);
         }
         let mut evaluator = Evaluator::with_options(context, options);
-        // Not a built-in's name, so registration cannot fail.
+        // Not built-ins' names, so registration cannot fail.
         let _ = evaluator.register_fn(COUNT_SPLIT, count_split);
+        let cap = settings.max_value_bytes.unwrap_or(DEFAULT_MAX_VALUE_BYTES);
+        let _ = evaluator.register_fn(PAD_WIDTH, move |args: &[JValue]| pad_width(args, cap));
+        let _ = evaluator.register_fn(STRING_ARG, move |args: &[JValue]| string_arg(args, cap));
+        let _ = evaluator.register_fn(JOIN_ARG, move |args: &[JValue]| join_arg(args, cap));
+        let _ = evaluator.register_fn(REPLACE_ARG, move |args: &[JValue]| replace_arg(args, cap));
+        let _ = evaluator.register_fn(CONCAT, move |args: &[JValue]| concat(args, cap));
+        let stop = settings.cancel.clone();
+        let _ = evaluator.register_fn(DISTINCT, move |args: &[JValue]| {
+            distinct(args, stop.as_ref())
+        });
         if let Some(history) = history {
             for (name, function) in history::functions(history) {
                 // The names are ours and not built-ins, so registration cannot fail.
@@ -138,6 +156,225 @@ fn unfused_count_split(args: &[JValue]) -> HostFnResult {
     UNFUSED.with(|ast| {
         Evaluator::with_options(context, EvaluatorOptions::default()).evaluate(ast, &JValue::Null)
     })
+}
+
+/// The error of a built-in call whose result would pass `maxValueBytes`. (U1010: jsonata-core's
+/// own codes are U1001–U1003; the code is not shown.)
+fn too_large(cap: u64, what: &str, bytes: u64) -> EvaluatorError {
+    EvaluatorError::EvaluationError(format!(
+        "U1010: Execution limit exceeded: maximum value size ({cap} bytes) reached: {what} would take at least {bytes} bytes"
+    ))
+}
+
+fn first(args: &[JValue]) -> JValue {
+    args.first().cloned().unwrap_or(JValue::Undefined)
+}
+
+/// `$pad(s, width)`: a result of `width` characters. jsonata-core truncates the width to a
+/// 32-bit integer, as this does.
+fn pad_width(args: &[JValue], cap: u64) -> HostFnResult {
+    if let Some(JValue::Number(width)) = args.first() {
+        let chars = (*width as i32).unsigned_abs() as u64;
+        if chars > cap {
+            return Err(too_large(cap, "the result of $pad", chars));
+        }
+    }
+    Ok(first(args))
+}
+
+/// `$string(value)`: the JSON text of the value (a string is its own result).
+fn string_arg(args: &[JValue], cap: u64) -> HostFnResult {
+    match args.first() {
+        Some(JValue::String(_)) | None => {}
+        Some(value) => {
+            let bytes = json_size(value, cap);
+            if bytes > cap {
+                return Err(too_large(cap, "the result of $string", bytes));
+            }
+        }
+    }
+    Ok(first(args))
+}
+
+/// `$join(array, separator)`: the strings and a separator between each two.
+fn join_arg(args: &[JValue], cap: u64) -> HostFnResult {
+    if let Some(JValue::Array(items)) = args.first() {
+        let separator = match args.get(1) {
+            Some(JValue::String(s)) => s.len() as u64,
+            _ => 0,
+        };
+        let mut bytes = separator.saturating_mul(items.len().saturating_sub(1) as u64);
+        for item in items.iter() {
+            if bytes > cap {
+                break;
+            }
+            if let JValue::String(s) = item {
+                bytes += s.len() as u64;
+            }
+        }
+        if bytes > cap {
+            return Err(too_large(cap, "the result of $join", bytes));
+        }
+    }
+    Ok(first(args))
+}
+
+/// `$replace(s, pattern, replacement, limit)` with a string replacement: each match replaced
+/// by the replacement, whose `$n` references (regex patterns only) stand for at most the match.
+/// A function replacement or an argument the check does not see is not checked here.
+fn replace_arg(args: &[JValue], cap: u64) -> HostFnResult {
+    let (Some(JValue::String(s)), Some(pattern), Some(JValue::String(replacement))) =
+        (args.first(), args.get(1), args.get(2))
+    else {
+        return Ok(first(args));
+    };
+    let limit = match args.get(3) {
+        Some(JValue::Number(n)) if *n >= 0.0 => *n as usize,
+        _ => usize::MAX,
+    };
+    let (len, with) = (s.len() as u64, replacement.len() as u64);
+    let bytes = match pattern {
+        JValue::String(p) if !p.is_empty() => {
+            let matches = s.matches(&**p).take(limit).count() as u64;
+            len - matches * p.len() as u64 + matches.saturating_mul(with)
+        }
+        JValue::Regex { pattern, flags } => {
+            let references = replacement.matches('$').count() as u64;
+            let per_match = |matched: u64| with.saturating_add(references.saturating_mul(matched));
+            // Without running the regex: at most one match per character (and one at the end),
+            // each at most the whole string.
+            let most_matches = (s.chars().count() as u64 + 1).min(limit as u64);
+            let bound = len.saturating_add(most_matches.saturating_mul(per_match(len)));
+            if bound <= cap {
+                return Ok(first(args));
+            }
+            // The builtin reports a bad pattern itself.
+            let Ok(regex) = build_regex(pattern, flags) else {
+                return Ok(first(args));
+            };
+            let mut bytes = len;
+            for found in regex.find_iter(s).take(limit) {
+                let matched = found.len() as u64;
+                bytes = (bytes - matched).saturating_add(per_match(matched));
+                if bytes > cap {
+                    break;
+                }
+            }
+            bytes
+        }
+        _ => return Ok(first(args)),
+    };
+    if bytes > cap {
+        return Err(too_large(cap, "the result of $replace", bytes));
+    }
+    Ok(first(args))
+}
+
+/// `a & b` inside a function body, where it may repeat without bound: jsonata-core's
+/// concatenation (each side as `$string` casts it, undefined as ""), after a size check.
+fn concat(args: &[JValue], cap: u64) -> HostFnResult {
+    let undefined = JValue::Undefined;
+    let (a, b) = (
+        args.first().unwrap_or(&undefined),
+        args.get(1).unwrap_or(&undefined),
+    );
+    let size = |v: &JValue| match v {
+        JValue::String(s) => s.len() as u64,
+        other => json_size(other, cap),
+    };
+    let bytes = size(a).saturating_add(size(b));
+    if bytes > cap {
+        return Err(too_large(cap, "the result of &", bytes));
+    }
+    let mut out = concat_string(a)?;
+    out.push_str(&concat_string(b)?);
+    Ok(JValue::string(out))
+}
+
+/// One side of `&`, as jsonata-core's evaluator converts it.
+fn concat_string(value: &JValue) -> Result<String, EvaluatorError> {
+    match value {
+        JValue::String(s) => Ok(s.to_string()),
+        JValue::Undefined => Ok(String::new()),
+        JValue::Null
+        | JValue::Number(_)
+        | JValue::Bool(_)
+        | JValue::Array(_)
+        | JValue::Object(_) => match jsonata_core::functions::string::string(value, None) {
+            Ok(JValue::String(s)) => Ok(s.to_string()),
+            Ok(JValue::Null) => Ok(String::new()),
+            _ => Err(EvaluatorError::TypeError(
+                "Cannot concatenate complex types".to_string(),
+            )),
+        },
+        _ => Ok(String::new()),
+    }
+}
+
+/// `$distinct(x)` as jsonata-core answers it (its `distinct` arm and `values_equal`): strings,
+/// numbers, booleans and null found through a hash set; arrays and objects compared with every
+/// one kept so far, as jsonata-core does, but stopping when the run is cancelled or out of time
+/// (`stop`, which the watchdog trips), which jsonata-core's loop never looks at.
+fn distinct(args: &[JValue], stop: Option<&CancelToken>) -> HostFnResult {
+    use jsonata_core::functions::array::values_equal;
+    #[derive(PartialEq, Eq, Hash)]
+    enum Key {
+        Null,
+        Bool(bool),
+        Number(u64),
+        String(std::rc::Rc<str>),
+    }
+    let items = match args.first() {
+        None | Some(JValue::Undefined) => return Ok(JValue::Undefined),
+        Some(JValue::Array(items)) if items.len() > 1 => items,
+        Some(other) => return Ok(other.clone()),
+    };
+    let mut keys = std::collections::HashSet::new();
+    let mut structures: Vec<&JValue> = Vec::new();
+    let mut result = Vec::new();
+    let mut comparisons = 0u32;
+    for value in items.iter() {
+        let key = match value {
+            JValue::Null => Some(Key::Null),
+            JValue::Bool(b) => Some(Key::Bool(*b)),
+            // 0 and -0 are equal; NaN equals nothing, so it is never a duplicate.
+            JValue::Number(n) if !n.is_nan() => Some(Key::Number((n + 0.0).to_bits())),
+            JValue::String(s) => Some(Key::String(s.clone())),
+            _ => None,
+        };
+        let is_new = match (key, value) {
+            (Some(key), _) => keys.insert(key),
+            (None, JValue::Array(_) | JValue::Object(_)) => {
+                let mut seen = false;
+                for kept in &structures {
+                    comparisons = comparisons.wrapping_add(1);
+                    if comparisons % 1024 == 0 && stop.is_some_and(CancelToken::is_cancelled) {
+                        return Err(EvaluatorError::EvaluationError(
+                            "U1003: Evaluation cancelled".to_string(),
+                        ));
+                    }
+                    if values_equal(value, kept) {
+                        seen = true;
+                        break;
+                    }
+                }
+                if !seen {
+                    structures.push(value);
+                }
+                !seen
+            }
+            // Functions, NaN: values_equal holds for none of them.
+            (None, _) => true,
+        };
+        if is_new {
+            result.push(value.clone());
+        }
+    }
+    let mut result = JValue::array(result);
+    if items.sequence {
+        result.mark_sequence();
+    }
+    Ok(result)
 }
 
 /// jsonata-js writes the operator of T2001/T2002 quoted (`the "+" operator`); jsonata-core

@@ -59,6 +59,53 @@ pub fn to_json(value: &JValue) -> Option<Value> {
     })
 }
 
+/// About how many bytes `value`'s JSON text takes (strings exactly, a number as 8 bytes),
+/// counted until the count passes `limit`: a result above `limit` means "larger than that", and
+/// the count stopped there, so this costs O(1) for a string and at most O(`limit`) for the
+/// rest, whatever the value. Shared parts count as often as they appear, as they do in the text
+/// (and in the JSON a result becomes): a value built by sharing can be tiny in memory and huge
+/// as text.
+pub fn json_size(value: &JValue, limit: u64) -> u64 {
+    fn own(value: &JValue) -> u64 {
+        match value {
+            JValue::String(s) => s.len() as u64 + 3,
+            JValue::Array(items) => 2 + items.len() as u64,
+            JValue::Object(map) => 2 + map.iter().map(|(k, _)| k.len() as u64 + 4).sum::<u64>(),
+            JValue::Undefined => 0,
+            _ => 8,
+        }
+    }
+    let mut total = own(value);
+    // Iterators, not items: a long array costs no stack space.
+    type Pending<'a> = Vec<Box<dyn Iterator<Item = &'a JValue> + 'a>>;
+    fn push<'a>(value: &'a JValue, pending: &mut Pending<'a>) {
+        match value {
+            JValue::Array(items) if !items.is_empty() => pending.push(Box::new(items.iter())),
+            JValue::Object(map) if !map.is_empty() => {
+                pending.push(Box::new(map.iter().map(|(_, v)| v)))
+            }
+            _ => {}
+        }
+    }
+    let mut pending: Pending<'_> = Vec::new();
+    push(value, &mut pending);
+    while total <= limit {
+        let Some(items) = pending.last_mut() else {
+            break;
+        };
+        match items.next() {
+            Some(item) => {
+                total += own(item);
+                push(item, &mut pending);
+            }
+            None => {
+                pending.pop();
+            }
+        }
+    }
+    total
+}
+
 /// A double as JSON: an integer when it is one (and exactly representable), else a float.
 pub fn number(n: f64) -> Value {
     if !n.is_finite() {

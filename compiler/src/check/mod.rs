@@ -94,6 +94,10 @@ pub fn check(
                 .max_execution_time_ms
                 .as_ref()
                 .map_or(Limits::default().max_execution_time_ms, |v| v.value),
+            max_value_bytes: file
+                .max_value_bytes
+                .as_ref()
+                .map_or(Limits::default().max_value_bytes, |v| v.value),
         },
         servers,
         tools,
