@@ -18,6 +18,50 @@ fn call(server: &mut Mcp, tool: &str, args: Value) -> u64 {
     server.send_request("tools/call", json!({"name": tool, "arguments": args}))
 }
 
+/// A tool call that keeps a core busy, once it has started: its entry node's progress
+/// notification has arrived, so the heavy node is running.
+fn start_spin(server: &mut Mcp, token: &str) -> u64 {
+    let id = server.send_request(
+        "tools/call",
+        json!({"name": "spin", "arguments": {"rounds": 100000}, "_meta": {"progressToken": token}}),
+    );
+    id
+}
+
+fn wait_started(server: &mut Mcp, token: &str) {
+    let started = |m: &Value| {
+        m["method"] == "notifications/progress" && m["params"]["progressToken"] == token
+    };
+    // A trivial call answered after the notification arrived pushes it into `pending`.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !server.pending.iter().any(started) {
+        assert!(Instant::now() < deadline, "spin {token} never started");
+        let id = call(server, "trivial", json!({}));
+        server.response(id, Duration::from_secs(30));
+    }
+}
+
+fn cancel(server: &mut Mcp, id: u64) {
+    server.notify(
+        "notifications/cancelled",
+        json!({"requestId": id, "reason": "test"}),
+    );
+}
+
+/// The server process's CPU time so far (user + system), from /proc.
+fn cpu_time(server: &Mcp) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", server.child.id())).unwrap();
+    let fields: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    // Fields 14 and 15 of stat(5), counted after the command's closing parenthesis.
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    Duration::from_millis(ticks * 10)
+}
+
 fn assert_size_error(response: &Value, node: &str) {
     let message = text(response);
     assert_eq!(response["result"]["isError"], json!(true), "{response}");
@@ -128,4 +172,75 @@ fn distinct_is_linear_for_numbers_and_stops_at_the_time_limit_for_objects() {
         "a quadratic $distinct stopped after {:?}",
         started.elapsed()
     );
+}
+
+/// As many CPU-heavy calls as the machine has cores (at least two) no longer stall a trivial
+/// call; cancelling them all stops them all (the process's CPU use falls to nothing), and none
+/// answers.
+#[test]
+fn busy_cores_stall_no_call_and_cancellation_stops_every_run() {
+    let mut server = start();
+    let cores = std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .max(2);
+    let spins: Vec<(u64, String)> = (0..cores)
+        .map(|i| {
+            let token = format!("spin-{i}");
+            (start_spin(&mut server, &token), token)
+        })
+        .collect();
+    for (_, token) in &spins {
+        wait_started(&mut server, token);
+    }
+    let asked = Instant::now();
+    let id = call(&mut server, "trivial", json!({}));
+    assert_eq!(
+        structured(&server.response(id, Duration::from_secs(10))),
+        &json!({"ok": true})
+    );
+    let latency = asked.elapsed();
+    println!("a trivial call beside {cores} busy runs answered in {latency:?}");
+    assert!(
+        latency < Duration::from_secs(2),
+        "a trivial call waited {latency:?}"
+    );
+
+    for (id, _) in &spins {
+        cancel(&mut server, *id);
+    }
+    // A call sent after the cancellations is read after them.
+    let id = call(&mut server, "trivial", json!({}));
+    server.response(id, Duration::from_secs(10));
+    // The runs stop within the watchdog's poll; then the process is idle. (The window is an
+    // observation, not a synchronisation: a run still going would use a core all of it.)
+    let stopped = Instant::now();
+    let before = cpu_time(&server);
+    let window = Duration::from_millis(1000);
+    let answered: Vec<Value> = {
+        let deadline = stopped + window;
+        let mut seen = Vec::new();
+        while Instant::now() < deadline {
+            let id = call(&mut server, "trivial", json!({}));
+            seen.push(server.response(id, Duration::from_secs(10)));
+            std::thread::park_timeout(Duration::from_millis(100));
+        }
+        seen
+    };
+    let used = cpu_time(&server) - before;
+    println!("CPU used in the {window:?} after cancelling: {used:?}");
+    assert!(
+        used < window / 2,
+        "a cancelled run is still running: {used:?} of CPU in {window:?}"
+    );
+    assert!(
+        answered
+            .iter()
+            .all(|r| structured(r) == &json!({"ok": true}))
+    );
+    for (id, _) in &spins {
+        assert!(
+            !server.pending.iter().any(|m| m["id"] == json!(id)),
+            "the cancelled call {id} answered"
+        );
+    }
 }

@@ -135,33 +135,37 @@ impl Engine {
         let Value::Object(args) = args else {
             return Err(CallError::Cancelled);
         };
-        let cancel = Cancel::new(cancel, self.shutdown.clone());
+        // A run is stopped when the call's future is dropped unfinished, too (a front end that
+        // gives up on a call by dropping it): its work happens on another thread, which a drop
+        // would not reach.
+        let call = cancel.child_token();
+        let _stop_when_dropped = call.clone().drop_guard();
+        let cancel = Cancel::new(call, self.shutdown.clone());
         let result = if tool.pure {
-            // No downstream call: the run never awaits, so it completes in one poll right here,
-            // and none of its (!Send) values outlives this synchronous block.
-            let env = RunEnv {
-                downstream: self.downstream.clone(),
-                runtime: None,
-                cancel,
-                on_node: observer,
-            };
-            let run = executor::run(&self.program, index, args, &env);
-            let mut run = std::pin::pin!(run);
-            let mut context = std::task::Context::from_waker(std::task::Waker::noop());
-            match run.as_mut().poll(&mut context) {
-                std::task::Poll::Ready(outcome) => {
-                    outcome.map(|v| to_json(&v).unwrap_or_else(|| Value::Object(Map::new())))
+            match Handle::try_current() {
+                // A tool without mcp nodes runs on a thread of tokio's blocking pool, not on the
+                // task that called: a CPU-heavy run must not hold a runtime worker, or as many
+                // of them as there are cores stall every other call and the reading of
+                // `notifications/cancelled` (which is what stops the run).
+                Ok(runtime) => {
+                    let program = self.program.clone();
+                    let downstream = self.downstream.clone();
+                    runtime
+                        .spawn_blocking(move || {
+                            run_pure(&program, index, args, downstream, cancel, observer)
+                        })
+                        .await
+                        .unwrap_or_else(|_| Err(internal_error(name, "the run panicked")))
                 }
-                // Only an mcp node awaits; say so rather than hang if that ever changes.
-                // (No kind fits an internal error; `tool`: the tool failed.)
-                std::task::Poll::Pending => Err(RunError {
-                    tool: name.to_string(),
-                    node: None,
-                    failure: Failure::new(
-                        FailureKind::Tool,
-                        "internal error: a run without downstream calls did not complete",
-                    ),
-                }),
+                // No runtime (a caller polling the future by hand): here, in one poll.
+                Err(_) => run_pure(
+                    &self.program,
+                    index,
+                    args,
+                    self.downstream.clone(),
+                    cancel,
+                    observer,
+                ),
             }
         } else {
             let program = self.program.clone();
@@ -213,5 +217,45 @@ impl Engine {
     pub async fn shutdown(&self) {
         self.shutdown.cancel();
         self.downstream.shutdown().await;
+    }
+}
+
+/// A run of a tool without mcp nodes: it never awaits, so it completes in one poll, on the
+/// calling thread, and none of its (!Send) values outlives this function.
+fn run_pure(
+    program: &Program,
+    index: usize,
+    args: Map<String, Value>,
+    downstream: Arc<Downstream>,
+    cancel: Cancel,
+    observer: Option<NodeObserver>,
+) -> Result<Value, RunError> {
+    let env = RunEnv {
+        downstream,
+        runtime: None,
+        cancel,
+        on_node: observer,
+    };
+    let run = executor::run(program, index, args, &env);
+    let mut run = std::pin::pin!(run);
+    let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+    match run.as_mut().poll(&mut context) {
+        std::task::Poll::Ready(outcome) => {
+            outcome.map(|v| to_json(&v).unwrap_or_else(|| Value::Object(Map::new())))
+        }
+        // Only an mcp node awaits; say so rather than hang if that ever changes.
+        std::task::Poll::Pending => Err(internal_error(
+            &program.tools[index].ir.name,
+            "a run without downstream calls did not complete",
+        )),
+    }
+}
+
+/// A failure that is mcpgraph's fault. (No kind fits an internal error; `tool`: the tool failed.)
+fn internal_error(tool: &str, what: &str) -> RunError {
+    RunError {
+        tool: tool.to_string(),
+        node: None,
+        failure: Failure::new(FailureKind::Tool, format!("internal error: {what}")),
     }
 }
