@@ -21,11 +21,10 @@ fn call(server: &mut Mcp, tool: &str, args: Value) -> u64 {
 /// A tool call that keeps a core busy, once it has started: its entry node's progress
 /// notification has arrived, so the heavy node is running.
 fn start_spin(server: &mut Mcp, token: &str) -> u64 {
-    let id = server.send_request(
+    server.send_request(
         "tools/call",
         json!({"name": "spin", "arguments": {"rounds": 100000}, "_meta": {"progressToken": token}}),
-    );
-    id
+    )
 }
 
 fn wait_started(server: &mut Mcp, token: &str) {
