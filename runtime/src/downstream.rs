@@ -294,11 +294,7 @@ async fn start(server: &Server) -> Result<Connection, Failure> {
                         .with_stderr(&log.since(0)));
                     }
                     Err(_) => {
-                        return Err(failed(format!(
-                        "MCP client initialization failed: no answer to initialize within {} ms",
-                        server.timeout_ms
-                    ))
-                    .with_stderr(&log.since(0)));
+                        return Err(no_initialize_answer(server).with_stderr(&log.since(0)));
                     }
                 };
             Ok(Connection {
@@ -326,30 +322,36 @@ async fn start(server: &Server) -> Result<Connection, Failure> {
                 .custom_headers(custom);
             let transport = StreamableHttpClientTransport::from_config(config);
             let reason = http_reason_of(&transport);
-            let service = match tokio::time::timeout(timeout, client_info(server).serve(transport))
-                .await
-            {
-                Ok(Ok(service)) => service,
-                Ok(Err(e)) => {
-                    // The URL as written: its expansion may hold a secret.
-                    return Err(failed(format!(
-                        "MCP client initialization failed: cannot reach {url}: {}",
-                        reason(&e)
-                    )));
-                }
-                Err(_) => {
-                    return Err(failed(format!(
-                        "MCP client initialization failed: no answer to initialize within {} ms",
-                        server.timeout_ms
-                    )));
-                }
-            };
+            let service =
+                match tokio::time::timeout(timeout, client_info(server).serve(transport)).await {
+                    Ok(Ok(service)) => service,
+                    Ok(Err(e)) => {
+                        // The URL as written: its expansion may hold a secret.
+                        return Err(failed(format!(
+                            "MCP client initialization failed: cannot reach {url}: {}",
+                            reason(&e)
+                        )));
+                    }
+                    Err(_) => return Err(no_initialize_answer(server)),
+                };
             Ok(Connection {
                 service,
                 stderr: Arc::new(StderrLog::default()),
             })
         }
     }
+}
+
+/// A server that does not answer `initialize` within its timeout: kind `timeout` (extensions
+/// §9), unlike one that cannot be started or answers with an error (`connection`).
+fn no_initialize_answer(server: &Server) -> Failure {
+    Failure::new(
+        FailureKind::Timeout,
+        format!(
+            "MCP client initialization failed: no answer to initialize within {} ms",
+            server.timeout_ms
+        ),
+    )
 }
 
 /// A failure's texts with every expanded `${VAR}` value written back as the variable.

@@ -399,6 +399,28 @@ fn failures_carry_their_kind() {
             .await
     });
     assert_eq!(kind(result), FailureKind::Connection);
+    // A server that starts but never answers `initialize` within its timeout: `timeout`
+    // (extensions §9), not `connection`.
+    let graph = checked(
+        "version: \"1.0\"\nserver: { name: t, version: \"1\" }\nmcpServers:\n  mute: { command: \"sleep\", args: [\"30\"], timeoutMs: 200 }\ntools:\n  - name: m\n    description: d\n    inputSchema: { type: object }\n    nodes:\n      - { id: entry, type: entry, next: call }\n      - { id: call, type: mcp, server: mute, tool: t, args: {}, next: exit }\n      - { id: exit, type: exit }\n"
+            .to_string(),
+    );
+    let result = rt.block_on(async {
+        let engine = Engine::load(graph).unwrap();
+        let result = engine
+            .call("m", serde_json::Map::new(), CancellationToken::new(), None)
+            .await;
+        engine.shutdown().await;
+        result
+    });
+    let error = result.expect_err("the call fails");
+    assert_eq!(error.kind(), FailureKind::Timeout, "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("no answer to initialize within 200 ms"),
+        "{error}"
+    );
 }
 
 /// `Engine::load` needs no tokio runtime; a call inside any multi-threaded one works.
