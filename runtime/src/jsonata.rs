@@ -348,7 +348,9 @@ fn distinct(args: &[JValue], stop: Option<&CancelToken>) -> HostFnResult {
                 let mut seen = false;
                 for kept in &structures {
                     comparisons = comparisons.wrapping_add(1);
-                    if comparisons % 1024 == 0 && stop.is_some_and(CancelToken::is_cancelled) {
+                    if comparisons.is_multiple_of(1024)
+                        && stop.is_some_and(CancelToken::is_cancelled)
+                    {
                         return Err(EvaluatorError::EvaluationError(
                             "U1003: Evaluation cancelled".to_string(),
                         ));
