@@ -125,8 +125,31 @@ pub struct Node {
     pub kind: NodeKind,
     /// Where control goes after this node (for a switch: the default when no condition matches).
     pub next: Option<NodeId>,
+    /// Where control goes when the node fails (extensions §3); `None`: a failure ends the run.
+    #[serde(default)]
+    pub on_error: Option<OnError>,
     pub line: usize,
     pub column: usize,
+}
+
+/// An error route (extensions §3).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OnError {
+    pub next: NodeId,
+    /// The kinds routed; `None` (the short form): every kind a node can fail with. Limits and
+    /// cancellation are never routed.
+    pub kinds: Option<Vec<FailureKind>>,
+}
+
+impl OnError {
+    /// Whether a failure of `kind` takes this route.
+    pub fn catches(&self, kind: FailureKind) -> bool {
+        !matches!(kind, FailureKind::Limit | FailureKind::Cancelled)
+            && self
+                .kinds
+                .as_ref()
+                .is_none_or(|kinds| kinds.contains(&kind))
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -134,13 +157,34 @@ pub enum NodeKind {
     Entry,
     Exit,
     Transform(Expr),
-    Mcp {
-        server: ServerId,
-        tool: String,
-        args: Template,
-    },
+    /// A call of a downstream tool, or of a tool of this graph (`server: self`).
+    Mcp(Call),
     Switch {
         conditions: Vec<Condition>,
+    },
+    /// Fan-out over items (extensions §4).
+    Map {
+        /// Evaluated once: an array gives its elements, undefined none, anything else one item.
+        items: Expr,
+        /// The work of each item; its args may read `$item` and `$index`.
+        call: Call,
+        /// Items in flight at once, 1..=[`MAX_CONCURRENCY`].
+        concurrency: u32,
+        on_item_error: OnItemError,
+    },
+    /// Named branches started together (extensions §5), in written order.
+    Parallel {
+        branches: Vec<Branch>,
+        on_item_error: OnItemError,
+    },
+    /// A question for the person at the client (extensions §7).
+    Ask {
+        /// Evaluates to the question's text.
+        message: Expr,
+        /// A flat object schema (checked), sent as the elicitation's `requestedSchema`.
+        schema: Value,
+        /// `None`: the rest of the run's time.
+        timeout_ms: Option<u64>,
     },
 }
 
@@ -152,7 +196,194 @@ impl NodeKind {
             NodeKind::Transform(_) => "transform",
             NodeKind::Mcp { .. } => "mcp",
             NodeKind::Switch { .. } => "switch",
+            NodeKind::Map { .. } => "map",
+            NodeKind::Parallel { .. } => "parallel",
+            NodeKind::Ask { .. } => "ask",
         }
+    }
+
+    /// The calls this node makes (an mcp node's, a map's per-item call, each branch's).
+    pub fn calls(&self) -> Vec<&Call> {
+        match self {
+            NodeKind::Mcp(call) | NodeKind::Map { call, .. } => vec![call],
+            NodeKind::Parallel { branches, .. } => branches.iter().map(|b| &b.call).collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Whether a run of this node may wait (on a downstream server, a callee, the person).
+    pub fn awaits(&self) -> bool {
+        matches!(
+            self,
+            NodeKind::Mcp(_)
+                | NodeKind::Map { .. }
+                | NodeKind::Parallel { .. }
+                | NodeKind::Ask { .. }
+        )
+    }
+}
+
+/// The most items a map runs at once.
+pub const MAX_CONCURRENCY: u32 = 64;
+
+/// One call: of an mcp node, of each item of a map, of a parallel branch.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Call {
+    pub target: Target,
+    pub tool: String,
+    pub args: Template,
+    /// Per attempt; overrides the server's `timeoutMs`. `None`: the server's (for `self`: only
+    /// the run's deadline).
+    pub timeout_ms: Option<u64>,
+    pub retry: Option<Retry>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Target {
+    Server(ServerId),
+    /// `server: self`: the tool of this graph at this index of [`Graph::tools`].
+    SelfTool(usize),
+}
+
+/// A retry policy (extensions §2): exact waits, no jitter.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Retry {
+    /// Attempts in all, 1..=10.
+    pub max_attempts: u32,
+    /// The wait before the second attempt.
+    pub delay_ms: u64,
+    /// Each later wait is the one before times this (>= 1).
+    pub backoff_rate: f64,
+    /// The cap on one wait.
+    pub max_delay_ms: u64,
+    /// The kinds retried: drawn from tool, protocol, timeout, connection.
+    pub kinds: Vec<FailureKind>,
+}
+
+impl Retry {
+    pub const DEFAULT_DELAY_MS: u64 = 100;
+    pub const DEFAULT_BACKOFF_RATE: f64 = 2.0;
+    pub const DEFAULT_MAX_DELAY_MS: u64 = 10_000;
+    pub const MAX_ATTEMPTS: u32 = 10;
+    pub const DEFAULT_KINDS: [FailureKind; 3] = [
+        FailureKind::Tool,
+        FailureKind::Timeout,
+        FailureKind::Connection,
+    ];
+    /// The kinds that may be retried at all.
+    pub const RETRYABLE: [FailureKind; 4] = [
+        FailureKind::Tool,
+        FailureKind::Protocol,
+        FailureKind::Timeout,
+        FailureKind::Connection,
+    ];
+
+    /// The wait before attempt `attempt` (2 for the first retry): `delayMs × backoffRate^(attempt-2)`,
+    /// capped at `maxDelayMs`, in whole milliseconds.
+    pub fn delay_before(&self, attempt: u32) -> u64 {
+        let exponent = attempt.saturating_sub(2) as i32;
+        let wait = self.delay_ms as f64 * self.backoff_rate.powi(exponent);
+        if wait.is_finite() {
+            (wait.round() as u64).min(self.max_delay_ms)
+        } else {
+            self.max_delay_ms
+        }
+    }
+
+    pub fn retries(&self, kind: FailureKind) -> bool {
+        self.kinds.contains(&kind)
+    }
+}
+
+/// What a map or parallel does with a failed item or branch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum OnItemError {
+    /// The first failure fails the node; the items in flight are cancelled.
+    #[default]
+    Fail,
+    /// Failed items are left out.
+    Skip,
+    /// A failed item's place holds its error object.
+    Keep,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Branch {
+    pub name: String,
+    pub call: Call,
+}
+
+/// What kind of failure stopped a node or a run: the kinds of extensions §1, which graphs name in
+/// `retry.kinds` and `onError.kinds`, plus the run's limits and cancellation, which they cannot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum FailureKind {
+    /// A JSONata or JSON Logic evaluation failed.
+    Expression,
+    /// The downstream tool answered `isError: true`, or a `server: self` tool failed.
+    Tool,
+    /// The downstream server answered with a JSON-RPC error, or with something mcpgraph cannot
+    /// use.
+    Protocol,
+    /// The downstream server could not be started or reached, or closed during the call.
+    Connection,
+    /// The server's (or node's) `timeoutMs` elapsed for the call.
+    Timeout,
+    /// Arguments or result violate a tool's schemas.
+    Schema,
+    /// An `ask` was declined or cancelled by the person.
+    Declined,
+    /// An `ask` ran where nobody can answer.
+    Unavailable,
+    /// A switch matched no condition and has no default: a graph bug, never caught.
+    Route,
+    /// `maxNodeExecutions`, `maxExecutionTimeMs` or a size bound was reached.
+    Limit,
+    /// The client cancelled the call, or the server is shutting down.
+    Cancelled,
+}
+
+impl FailureKind {
+    /// The kinds a graph may name, in the order of extensions §1.
+    pub const NAMED: [FailureKind; 9] = [
+        FailureKind::Expression,
+        FailureKind::Tool,
+        FailureKind::Protocol,
+        FailureKind::Connection,
+        FailureKind::Timeout,
+        FailureKind::Schema,
+        FailureKind::Declined,
+        FailureKind::Unavailable,
+        FailureKind::Route,
+    ];
+
+    /// The kind as graphs and error objects name it (`"timeout"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureKind::Expression => "expression",
+            FailureKind::Tool => "tool",
+            FailureKind::Protocol => "protocol",
+            FailureKind::Connection => "connection",
+            FailureKind::Timeout => "timeout",
+            FailureKind::Schema => "schema",
+            FailureKind::Declined => "declined",
+            FailureKind::Unavailable => "unavailable",
+            FailureKind::Route => "route",
+            FailureKind::Limit => "limit",
+            FailureKind::Cancelled => "cancelled",
+        }
+    }
+
+    /// A kind a graph may name, by its name.
+    pub fn named(name: &str) -> Option<FailureKind> {
+        FailureKind::NAMED.into_iter().find(|k| k.as_str() == name)
+    }
+}
+
+impl std::fmt::Display for FailureKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

@@ -98,17 +98,24 @@ impl Downstream {
 
     /// Calls `tool` on server `id`; the node output as §3.3 of the contract extracts it.
     /// Connections are started on `runtime` (the runtime of the task that made the call, not the
-    /// worker's: a worker busy evaluating could not drive them), and live there.
+    /// worker's: a worker busy evaluating could not drive them), and live there. `timeout_ms`
+    /// bounds the request (the node's `timeoutMs`, else the server's).
     pub async fn call(
         &self,
         runtime: &Handle,
         id: ServerId,
         tool: &str,
         args: Map<String, Value>,
+        timeout_ms: u64,
     ) -> Result<JValue, Failure> {
-        self.call_inner(runtime, id, tool, args)
+        self.call_inner(runtime, id, tool, args, timeout_ms)
             .await
             .map_err(redacted)
+    }
+
+    /// The `timeoutMs` of server `id`.
+    pub fn timeout_ms(&self, id: ServerId) -> u64 {
+        self.slots[id.0 as usize].server.timeout_ms
     }
 
     async fn call_inner(
@@ -117,12 +124,13 @@ impl Downstream {
         id: ServerId,
         tool: &str,
         args: Map<String, Value>,
+        timeout_ms: u64,
     ) -> Result<JValue, Failure> {
         let slot = &self.slots[id.0 as usize];
         let connection = self.connect(runtime, slot).await?;
         let mark = connection.stderr.mark();
         let params = CallToolRequestParams::new(tool.to_string()).with_arguments(args);
-        let timeout = Duration::from_millis(slot.server.timeout_ms);
+        let timeout = Duration::from_millis(timeout_ms);
         let peer = connection.service.peer().clone();
         // Dropping this future (time limit, cancellation) sends notifications/cancelled downstream.
         let outcome = tokio::time::timeout(timeout, peer.call_tool_once(params)).await;
@@ -144,13 +152,9 @@ impl Downstream {
                     "MCP error -32000: Connection closed",
                 )
             }
-            Ok(Err(ServiceError::Timeout { .. })) => Failure::new(
-                FailureKind::Timeout,
-                format!(
-                    "MCP error -32001: Request timed out (timeoutMs {})",
-                    slot.server.timeout_ms
-                ),
-            ),
+            Ok(Err(ServiceError::Timeout { .. })) => {
+                Failure::new(FailureKind::Timeout, timed_out(timeout_ms))
+            }
             Ok(Err(ServiceError::Cancelled { .. })) => Failure::new(
                 FailureKind::Connection,
                 "MCP tool call failed: the call was cancelled",
@@ -159,13 +163,7 @@ impl Downstream {
                 FailureKind::Protocol,
                 "MCP tool call failed: the server answered with something other than a tool result",
             ),
-            Err(_) => Failure::new(
-                FailureKind::Timeout,
-                format!(
-                    "MCP error -32001: Request timed out (timeoutMs {})",
-                    slot.server.timeout_ms
-                ),
-            ),
+            Err(_) => Failure::new(FailureKind::Timeout, timed_out(timeout_ms)),
         };
         Err(failure.with_stderr(&connection.stderr.since(mark)))
     }
@@ -340,6 +338,11 @@ async fn start(server: &Server) -> Result<Connection, Failure> {
             })
         }
     }
+}
+
+/// The text of a request that timed out (the original's words, with the bound).
+pub fn timed_out(timeout_ms: u64) -> String {
+    format!("MCP error -32001: Request timed out (timeoutMs {timeout_ms})")
 }
 
 /// A server that does not answer `initialize` within its timeout: kind `timeout` (extensions

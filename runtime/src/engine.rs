@@ -3,7 +3,7 @@
 
 use crate::cancel::Cancel;
 use crate::downstream::Downstream;
-use crate::executor::{self, NodeObserver, RunEnv};
+use crate::executor::{self, Asker, NodeObserver, RunEnv};
 use crate::failure::{Failure, FailureKind, RunError};
 use crate::pool::Pool;
 use crate::program::Program;
@@ -14,6 +14,17 @@ use std::fmt;
 use std::sync::Arc;
 use tokio::runtime::Handle;
 use tokio_util::sync::CancellationToken;
+
+/// How a call is made: its cancellation, its observer, who answers its questions.
+#[derive(Clone, Default)]
+pub struct CallOptions {
+    /// Cancelling it stops the run (and its downstream calls).
+    pub cancel: CancellationToken,
+    /// Told of every executed node, map item and parallel branch.
+    pub observer: Option<NodeObserver>,
+    /// Answers `ask` nodes; `None`: they fail with kind `unavailable`.
+    pub asker: Option<Asker>,
+}
 
 pub struct Engine {
     program: Arc<Program>,
@@ -121,6 +132,30 @@ impl Engine {
         cancel: CancellationToken,
         observer: Option<NodeObserver>,
     ) -> Result<Value, CallError> {
+        self.call_with(
+            name,
+            args,
+            CallOptions {
+                cancel,
+                observer,
+                asker: None,
+            },
+        )
+        .await
+    }
+
+    /// [`Engine::call`] with every option: who answers the graph's `ask` nodes too.
+    pub async fn call_with(
+        &self,
+        name: &str,
+        args: Map<String, Value>,
+        options: CallOptions,
+    ) -> Result<Value, CallError> {
+        let CallOptions {
+            cancel,
+            observer,
+            asker,
+        } = options;
         let index = self
             .program
             .tool_index(name)
@@ -180,6 +215,7 @@ impl Engine {
                             runtime,
                             cancel,
                             on_node: observer,
+                            asker,
                         };
                         executor::run(&program, index, args, &env)
                             .await
@@ -235,6 +271,7 @@ fn run_pure(
         runtime: None,
         cancel,
         on_node: observer,
+        asker: None,
     };
     let run = executor::run(program, index, args, &env);
     let mut run = std::pin::pin!(run);

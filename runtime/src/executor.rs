@@ -1,11 +1,13 @@
-//! The one executor: runs one tool call of a checked graph (contract §3).
+//! The one executor: runs one tool call of a checked graph (contract §3, extensions §1–§7).
 //!
 //! A run owns its history and JSONata evaluator (both `!Send`: jsonata-core values are `Rc`), so
 //! a run is a `!Send` future driven on a worker thread's `LocalSet` (see `pool.rs`); everything
-//! it shares with other runs (`Program`, downstream connections) is `Send + Sync`.
+//! it shares with other runs (`Program`, downstream connections) is `Send + Sync`. The items of a
+//! map, the branches of a parallel and the runs of `server: self` callees are futures of that
+//! same task: they overlap while they wait, never while they evaluate.
 
 use crate::cancel::Cancel;
-use crate::downstream::Downstream;
+use crate::downstream::{self, Downstream};
 use crate::failure::{Failure, FailureKind, RunError};
 use crate::history::{History, Record, SharedHistory};
 use crate::jsonata::{EvalError, Jsonata, Settings};
@@ -13,13 +15,16 @@ use crate::jsonlogic::{self, Vars};
 use crate::program::Program;
 use crate::value::{json_size, to_json, to_jvalue};
 use crate::watchdog;
+use futures::FutureExt;
+use futures::future::{BoxFuture, LocalBoxFuture};
+use futures::stream::{FuturesUnordered, StreamExt};
 use jsonata_core::evaluator::CancelToken;
 use jsonata_core::value::JValue;
 use mcpgraph_compiler::ir::{
-    Condition, Expr, Limits, Node, NodeId, NodeKind, ServerId, Template, Tool,
+    Call, Condition, Expr, Limits, Node, NodeId, NodeKind, OnItemError, Target, Template, Tool,
 };
 use serde_json::{Map, Value};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -33,39 +38,148 @@ pub struct RunEnv {
     pub runtime: Option<Handle>,
     /// Cancelled when the client cancels the call or the server shuts down.
     pub cancel: Cancel,
-    /// Called after each executed node.
+    /// Called after each executed node, map item and parallel branch.
     pub on_node: Option<NodeObserver>,
+    /// Who answers `ask` nodes; `None`: nobody can (kind `unavailable`).
+    pub asker: Option<Asker>,
 }
 
 /// Called after each executed node of a call (progress notifications, `--trace`).
 pub type NodeObserver = Arc<dyn Fn(&NodeReport<'_>) + Send + Sync>;
 
-/// One executed node, as progress notifications and `--trace` see it.
+/// One executed node (or map item, or parallel branch), as progress notifications and `--trace`
+/// see it.
 pub struct NodeReport<'a> {
-    /// 1 for the first executed node.
+    /// 1 for the first report of the call.
     pub index: usize,
+    /// The node's id; for a map item `fetch_all[3]`, for a branch `both.news`, for a node of a
+    /// `server: self` callee `call › double.entry`.
     pub node: &'a str,
     pub node_type: &'static str,
     pub start: Duration,
     pub duration: Duration,
     pub output: &'a JValue,
+    /// The attempts made, where the call has a `retry` block.
+    pub attempts: Option<u32>,
+    /// The failure's kind, when this node (or item) failed and its error object is the output.
+    pub failed: Option<FailureKind>,
 }
 
-/// A node's outcome: its output and the node that runs next (`None` only for the exit).
-type Step = Result<(JValue, Option<NodeId>), Failure>;
+/// A question for the person at the client (an `ask` node).
+#[derive(Debug, Clone)]
+pub struct Question {
+    /// The asking node's id.
+    pub node: String,
+    pub message: String,
+    /// The flat object schema the answer must match (sent as `requestedSchema`).
+    pub schema: Value,
+}
 
-/// One run's state, which every node function sees.
-struct Run<'a> {
-    tool: &'a Tool,
+/// Why an ask got no usable answer: `declined` or `unavailable`, with the reason.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refusal {
+    pub kind: FailureKind,
+    pub message: String,
+}
+
+impl Refusal {
+    pub fn declined(message: impl Into<String>) -> Refusal {
+        Refusal {
+            kind: FailureKind::Declined,
+            message: message.into(),
+        }
+    }
+
+    pub fn unavailable(message: impl Into<String>) -> Refusal {
+        Refusal {
+            kind: FailureKind::Unavailable,
+            message: message.into(),
+        }
+    }
+}
+
+/// Answers `ask` nodes: the accepted content, or why not. Dropping the future abandons the
+/// question (a timeout, the run ending): the asker should tell whoever it asked.
+pub type Asker = Arc<dyn Fn(Question) -> BoxFuture<'static, Result<Value, Refusal>> + Send + Sync>;
+
+/// A node's failure, as the executor carries it until the node's `onError` or the run's edge.
+#[derive(Debug)]
+struct NodeFailure {
+    failure: Failure,
+    /// The attempts made, where the call has a `retry` block.
+    attempts: Option<u32>,
+    /// The run itself must end with this failure (a callee hit a limit or was cancelled): it is
+    /// never routed, and it is reported between nodes.
+    ends_run: bool,
+}
+
+impl NodeFailure {
+    fn ending(failure: Failure) -> NodeFailure {
+        NodeFailure {
+            failure,
+            attempts: None,
+            ends_run: true,
+        }
+    }
+
+    /// A limit or cancellation, which no `onError` or `onItemError` catches.
+    fn interrupts(&self) -> bool {
+        self.ends_run || interrupting(self.failure.kind)
+    }
+}
+
+impl From<Failure> for NodeFailure {
+    fn from(failure: Failure) -> NodeFailure {
+        NodeFailure {
+            failure,
+            attempts: None,
+            ends_run: false,
+        }
+    }
+}
+
+impl From<EvalError> for NodeFailure {
+    fn from(error: EvalError) -> NodeFailure {
+        Failure::from(error).into()
+    }
+}
+
+fn interrupting(kind: FailureKind) -> bool {
+    matches!(kind, FailureKind::Limit | FailureKind::Cancelled)
+}
+
+/// A node's outcome: its output, the node that runs next (`None` only for the exit) and the
+/// attempts its call made.
+type Step = Result<(JValue, Option<NodeId>, Option<u32>), NodeFailure>;
+
+/// What the runs of one call share: the graph, the limits and their counters, the outside.
+struct Session<'a> {
+    program: &'a Program,
     env: &'a RunEnv,
     limits: Limits,
     started: Instant,
     deadline: Instant,
+    /// Nodes executed by every run of the call (callees included).
+    executed: Cell<u64>,
+    /// Reports made so far (the progress index).
+    reports: Cell<usize>,
+    evaluation_cancel: CancelToken,
+    /// Whether the watchdog bounds evaluations; else each evaluator reads the clock.
+    watched: bool,
+}
+
+/// One run of one tool (the call's, or a `server: self` callee's).
+struct Run<'a> {
+    session: &'a Session<'a>,
+    tool: &'a Tool,
     history: SharedHistory,
-    jsonata: Jsonata,
+    jsonata: RefCell<Jsonata>,
     arguments: JValue,
     /// The sizes of the outputs recorded so far (see [`Run::check_size`]).
-    held_bytes: u64,
+    held_bytes: Cell<u64>,
+    /// Put before node ids in reports: empty for the call's own tool, `call › double.` for a
+    /// callee.
+    prefix: String,
 }
 
 /// How many times `maxValueBytes` the outputs a run holds in its history may take together.
@@ -78,93 +192,76 @@ pub async fn run(
     args: Map<String, Value>,
     env: &RunEnv,
 ) -> Result<JValue, RunError> {
-    let prepared = &program.tools[tool];
     let limits = program.graph.limits;
     let started = Instant::now();
     let deadline = started + Duration::from_millis(limits.max_execution_time_ms);
-    let history: SharedHistory = Rc::new(RefCell::new(History::new(
-        prepared.names.clone(),
-        prepared.ir.nodes.len(),
-    )));
     let evaluation_cancel = CancelToken::new();
     // The watchdog stops an evaluation in flight at the time limit or when the client cancels;
     // without it (no thread), jsonata-core bounds each evaluation by reading the clock.
     let watch = watchdog::watch(deadline, &env.cancel, &evaluation_cancel);
-    let jsonata = Jsonata::new(
-        Some(&history),
-        Settings {
-            timeout_ms: watch.is_none().then_some(limits.max_execution_time_ms),
-            cancel: Some(evaluation_cancel),
-            max_value_bytes: Some(limits.max_value_bytes),
-            ..Settings::default()
-        },
-    );
-    let mut run = Run {
-        tool: &prepared.ir,
+    let session = Session {
+        program,
         env,
         limits,
         started,
         deadline,
-        history,
-        jsonata,
-        arguments: to_jvalue(&Value::Object(args)),
-        held_bytes: 0,
+        executed: Cell::new(0),
+        reports: Cell::new(0),
+        evaluation_cancel,
+        watched: watch.is_some(),
     };
-
-    let mut current = run.tool.entry;
-    loop {
-        run.check_limits()?;
-        let node = run.tool.node(current);
-        let node_start = run.started.elapsed();
-        let step = match &node.kind {
-            NodeKind::Entry => entry(&run, node),
-            NodeKind::Exit => exit(&run),
-            NodeKind::Transform(expr) => transform(&mut run, node, expr),
-            NodeKind::Switch { conditions } => switch(&mut run, node, conditions),
-            NodeKind::Mcp {
-                server,
-                tool: name,
-                args,
-            } => mcp(&mut run, node, *server, name, args).await,
-        };
-        let (output, next) = step.map_err(|failure| run.error(node, failure))?;
-        run.check_size(node, &output)?;
-        run.record(current, node, node_start, &output);
-        match (&node.kind, next) {
-            (NodeKind::Exit, _) => return Ok(output),
-            (_, Some(next)) => current = next,
-            // The checker guarantees a `next` on every node but switches and the exit.
-            (_, None) => {
-                let failure = Failure::new(
-                    FailureKind::Route,
-                    format!("Node {} has no next node and is not the exit node", node.id),
-                );
-                return Err(run.error(node, failure));
-            }
-        }
-    }
+    let outcome = session
+        .run_tool(tool, to_jvalue(&Value::Object(args)), String::new())
+        .await;
+    drop(watch);
+    outcome
 }
 
-impl Run<'_> {
-    /// The limits and cancellation, looked at before each node.
-    fn check_limits(&self) -> Result<(), RunError> {
-        let executed = self.history.borrow().len();
-        if executed as u64 >= self.limits.max_node_executions {
-            return Err(self.between_nodes(Failure::new(
-                FailureKind::Limit,
-                format!(
-                    "Execution limit exceeded: maximum node executions ({}) reached. Current execution count: {executed}",
-                    self.limits.max_node_executions
-                ),
-            )));
+impl<'a> Session<'a> {
+    /// Runs one tool: the call's own, or a callee's (boxed: callees recurse).
+    fn run_tool(
+        &'a self,
+        tool: usize,
+        arguments: JValue,
+        prefix: String,
+    ) -> LocalBoxFuture<'a, Result<JValue, RunError>> {
+        async move {
+            let run = self.start(tool, arguments, prefix);
+            run.execute().await
         }
-        if self.past_deadline() {
-            return Err(self.between_nodes(self.time_limit()));
+        .boxed_local()
+    }
+
+    fn start(&'a self, tool: usize, arguments: JValue, prefix: String) -> Run<'a> {
+        let prepared = &self.program.tools[tool];
+        let history: SharedHistory = Rc::new(RefCell::new(History::new(
+            prepared.names.clone(),
+            prepared.ir.nodes.len(),
+        )));
+        let jsonata = self.evaluator(&history, Vec::new());
+        Run {
+            session: self,
+            tool: &prepared.ir,
+            history,
+            jsonata: RefCell::new(jsonata),
+            arguments,
+            held_bytes: Cell::new(0),
+            prefix,
         }
-        if self.env.cancel.is_cancelled() {
-            return Err(self.between_nodes(cancelled()));
-        }
-        Ok(())
+    }
+
+    /// An evaluator over `history`, with `bindings` (a map item's `$item` and `$index`).
+    fn evaluator(&self, history: &SharedHistory, bindings: Vec<(String, JValue)>) -> Jsonata {
+        Jsonata::new(
+            Some(history),
+            Settings {
+                timeout_ms: (!self.watched).then_some(self.limits.max_execution_time_ms),
+                cancel: Some(self.evaluation_cancel.clone()),
+                max_value_bytes: Some(self.limits.max_value_bytes),
+                bindings,
+                ..Settings::default()
+            },
+        )
     }
 
     fn past_deadline(&self) -> bool {
@@ -182,28 +279,326 @@ impl Run<'_> {
         )
     }
 
+    fn node_limit(&self) -> Option<Failure> {
+        let executed = self.executed.get();
+        (executed >= self.limits.max_node_executions).then(|| {
+            Failure::new(
+                FailureKind::Limit,
+                format!(
+                    "Execution limit exceeded: maximum node executions ({}) reached. Current execution count: {executed}",
+                    self.limits.max_node_executions
+                ),
+            )
+        })
+    }
+
+    /// Reports a node, item or branch to the observer.
+    fn report(
+        &self,
+        node: &str,
+        node_type: &'static str,
+        times: (Duration, Duration),
+        output: &JValue,
+        attempts: Option<u32>,
+        failed: Option<FailureKind>,
+    ) {
+        let index = self.reports.get() + 1;
+        self.reports.set(index);
+        if let Some(observer) = &self.env.on_node {
+            observer(&NodeReport {
+                index,
+                node,
+                node_type,
+                start: times.0,
+                duration: times.1,
+                output,
+                attempts,
+                failed,
+            });
+        }
+    }
+
+    fn runtime(&self) -> Result<Handle, Failure> {
+        self.env
+            .runtime
+            .clone()
+            .or_else(|| Handle::try_current().ok())
+            .ok_or_else(|| {
+                Failure::new(
+                    FailureKind::Connection,
+                    "MCP client initialization failed: no tokio runtime to run the connection on",
+                )
+            })
+    }
+
+    /// Waits for `future`, bounded by `timeout_ms` (a `timeout` failure with `timed_out`'s
+    /// text), the run's deadline and cancellation (read by [`Run::classify`]).
+    async fn bounded<T>(
+        &self,
+        timeout_ms: Option<u64>,
+        timed_out: impl FnOnce(u64) -> String,
+        future: impl Future<Output = Result<T, NodeFailure>>,
+    ) -> Result<T, NodeFailure> {
+        let timeout = async {
+            match timeout_ms {
+                Some(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            outcome = future => outcome,
+            () = timeout => Err(Failure::new(
+                FailureKind::Timeout,
+                timed_out(timeout_ms.unwrap_or_default()),
+            ).into()),
+            () = tokio::time::sleep_until(self.deadline.into()) => Err(Failure::new(FailureKind::Limit, "").into()),
+            () = self.env.cancel.cancelled() => Err(cancelled().into()),
+        }
+    }
+
+    /// One call (an mcp node's, a map item's, a branch's) with its retries (extensions §2).
+    /// `args` evaluates the arguments, once per attempt.
+    async fn call(
+        &'a self,
+        call: &'a Call,
+        label: &str,
+        args: impl Fn() -> Result<Map<String, Value>, NodeFailure>,
+    ) -> Result<(JValue, Option<u32>), NodeFailure> {
+        let retry = call.retry.as_ref();
+        let max_attempts = retry.map_or(1, |r| r.max_attempts.max(1));
+        let mut attempt = 1;
+        loop {
+            let outcome = match args() {
+                Ok(arguments) => self.attempt(call, label, arguments).await,
+                Err(failure) => Err(failure),
+            };
+            let mut failure = match outcome {
+                Ok(value) => return Ok((value, retry.map(|_| attempt))),
+                Err(failure) => failure,
+            };
+            let again = !failure.interrupts()
+                && attempt < max_attempts
+                && retry.is_some_and(|r| r.retries(failure.failure.kind));
+            let Some(retry) = retry.filter(|_| again) else {
+                if retry.is_some() {
+                    failure.attempts = Some(attempt);
+                }
+                return Err(failure);
+            };
+            attempt += 1;
+            let wait = Duration::from_millis(retry.delay_before(attempt));
+            // A wait never outlives the run: when the next attempt could not start in time, the
+            // run ends now.
+            if Instant::now() + wait >= self.deadline {
+                return Err(NodeFailure::ending(self.time_limit()));
+            }
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                () = self.env.cancel.cancelled() => return Err(NodeFailure::ending(cancelled())),
+            }
+        }
+    }
+
+    /// One attempt of a call: bounded by its timeout (covering the server's start on first
+    /// use), the deadline and cancellation. A dropped attempt tells the downstream server.
+    async fn attempt(
+        &'a self,
+        call: &'a Call,
+        label: &str,
+        arguments: Map<String, Value>,
+    ) -> Result<JValue, NodeFailure> {
+        match call.target {
+            Target::Server(server) => {
+                let runtime = self.runtime()?;
+                let timeout_ms = call
+                    .timeout_ms
+                    .unwrap_or_else(|| self.env.downstream.timeout_ms(server));
+                let downstream = self.env.downstream.clone();
+                let request = async move {
+                    downstream
+                        .call(&runtime, server, &call.tool, arguments, timeout_ms)
+                        .await
+                        .map_err(NodeFailure::from)
+                };
+                self.bounded(Some(timeout_ms), downstream::timed_out, request)
+                    .await
+            }
+            Target::SelfTool(callee) => {
+                let tool = call.tool.clone();
+                self.bounded(
+                    call.timeout_ms,
+                    |ms| format!("Call of tool \"{tool}\" timed out (timeoutMs {ms})"),
+                    self.call_self(callee, arguments, label),
+                )
+                .await
+            }
+        }
+    }
+
+    /// `server: self`: the callee's arguments and result checked against its schemas, its run
+    /// in process with its own history (extensions §6).
+    async fn call_self(
+        &'a self,
+        callee: usize,
+        arguments: Map<String, Value>,
+        label: &str,
+    ) -> Result<JValue, NodeFailure> {
+        let tool = &self.program.tools[callee];
+        let name = &tool.ir.name;
+        let arguments = Value::Object(arguments);
+        if let Err(violations) = tool.check_input(&arguments) {
+            return Err(Failure::new(
+                FailureKind::Schema,
+                lines(
+                    &format!("Invalid arguments for tool \"{name}\":"),
+                    &violations,
+                ),
+            )
+            .into());
+        }
+        let prefix = format!("{label} › {name}.");
+        let value = match self.run_tool(callee, to_jvalue(&arguments), prefix).await {
+            Ok(value) => value,
+            // Limits and cancellation end the caller's run too, with the callee's words.
+            Err(e) if interrupting(e.kind()) => return Err(NodeFailure::ending(e.failure)),
+            Err(e) => return Err(Failure::new(FailureKind::Tool, e.to_string()).into()),
+        };
+        // What the callee's tools/call would carry.
+        let json = to_json(&value).unwrap_or_else(|| Value::Object(Map::new()));
+        if tool.has_output_schema() {
+            let violations = if json.is_object() {
+                tool.check_output(&json).err()
+            } else {
+                Some(vec![format!(
+                    "the result is not an object: {}",
+                    crate::value::to_js_json(&json)
+                )])
+            };
+            if let Some(violations) = violations {
+                return Err(Failure::new(
+                    FailureKind::Schema,
+                    lines(
+                        &format!(
+                            "Tool \"{name}\" returned a result that does not match its outputSchema:"
+                        ),
+                        &violations,
+                    ),
+                )
+                .into());
+            }
+        }
+        Ok(to_jvalue(&json))
+    }
+}
+
+fn lines(heading: &str, items: &[String]) -> String {
+    let mut text = heading.to_string();
+    for item in items {
+        text.push_str("\n  ");
+        text.push_str(item);
+    }
+    text
+}
+
+impl<'a> Run<'a> {
+    async fn execute(&self) -> Result<JValue, RunError> {
+        let mut current = self.tool.entry;
+        loop {
+            self.check_limits()?;
+            let node = self.tool.node(current);
+            let node_start = self.session.started.elapsed();
+            let step = match &node.kind {
+                NodeKind::Entry => Ok((self.arguments.clone(), node.next, None)),
+                NodeKind::Exit => Ok((self.exit(), None, None)),
+                NodeKind::Transform(expr) => self.transform(node, expr),
+                NodeKind::Switch { conditions } => self.switch(node, conditions),
+                NodeKind::Mcp(call) => self.mcp(node, call).await,
+                NodeKind::Map {
+                    items,
+                    call,
+                    concurrency,
+                    on_item_error,
+                } => {
+                    self.map(node, items, call, *concurrency, *on_item_error)
+                        .await
+                }
+                NodeKind::Parallel {
+                    branches,
+                    on_item_error,
+                } => self.parallel(node, branches, *on_item_error).await,
+                NodeKind::Ask {
+                    message,
+                    schema,
+                    timeout_ms,
+                } => self.ask(node, message, schema, *timeout_ms).await,
+            };
+            let (output, next, attempts, failed) = match step {
+                Ok((output, next, attempts)) => (output, next, attempts, None),
+                Err(failure) => {
+                    let attempts = failure.attempts;
+                    let failure = self.classify(node, failure)?;
+                    match &node.on_error {
+                        Some(route) if route.catches(failure.kind) => {
+                            let output = error_object(&failure, &node.id, attempts, None);
+                            (output, Some(route.next), attempts, Some(failure.kind))
+                        }
+                        _ => return Err(self.node_error(node, failure)),
+                    }
+                }
+            };
+            self.check_size(node, &output)?;
+            self.record(current, node, node_start, &output, attempts, failed);
+            match (&node.kind, next) {
+                (NodeKind::Exit, _) => return Ok(output),
+                (_, Some(next)) => current = next,
+                // The checker guarantees a `next` on every node but switches and the exit.
+                (_, None) => {
+                    let failure = Failure::new(
+                        FailureKind::Route,
+                        format!("Node {} has no next node and is not the exit node", node.id),
+                    );
+                    return Err(self.node_error(node, failure));
+                }
+            }
+        }
+    }
+
+    /// The limits and cancellation, looked at before each node.
+    fn check_limits(&self) -> Result<(), RunError> {
+        if let Some(limit) = self.session.node_limit() {
+            return Err(self.between_nodes(limit));
+        }
+        if self.session.past_deadline() {
+            return Err(self.between_nodes(self.session.time_limit()));
+        }
+        if self.session.env.cancel.is_cancelled() {
+            return Err(self.between_nodes(cancelled()));
+        }
+        Ok(())
+    }
+
     /// The bounds on memory, looked at after each node: its output may take at most
     /// `maxValueBytes` (measured as JSON text, see [`json_size`]: O(1) for a string, at most
     /// O(`maxValueBytes`) otherwise), and all outputs the run holds, which its history keeps,
     /// [`RUN_BYTES_PER_VALUE_BYTES`] times that. Values that grow from node to node (a loop
     /// doubling a string) stop here; the size-checked built-ins stop those that grow within one
     /// expression.
-    fn check_size(&mut self, node: &Node, output: &JValue) -> Result<(), RunError> {
-        let cap = self.limits.max_value_bytes;
+    fn check_size(&self, node: &Node, output: &JValue) -> Result<(), RunError> {
+        let cap = self.session.limits.max_value_bytes;
         let bytes = json_size(output, cap);
         let message = if bytes > cap {
             format!(
                 "Execution limit exceeded: maximum value size ({cap} bytes) reached: the output takes at least {bytes} bytes"
             )
         } else {
-            self.held_bytes += bytes;
+            let held = self.held_bytes.get() + bytes;
+            self.held_bytes.set(held);
             let total = cap.saturating_mul(RUN_BYTES_PER_VALUE_BYTES);
-            if self.held_bytes <= total {
+            if held <= total {
                 return Ok(());
             }
             format!(
-                "Execution limit exceeded: maximum size of a run's values ({total} bytes, {RUN_BYTES_PER_VALUE_BYTES} × maxValueBytes) reached: the outputs of its nodes take {} bytes",
-                self.held_bytes
+                "Execution limit exceeded: maximum size of a run's values ({total} bytes, {RUN_BYTES_PER_VALUE_BYTES} × maxValueBytes) reached: the outputs of its nodes take {held} bytes"
             )
         };
         Err(RunError {
@@ -222,26 +617,40 @@ impl Run<'_> {
         }
     }
 
-    /// The run's error for `node`'s failure. A node stopped by the time limit or by cancellation
-    /// (an evaluation interrupted, a downstream call abandoned) reads as that, between nodes.
-    fn error(&self, node: &Node, failure: Failure) -> RunError {
-        let interrupted = matches!(failure.kind, FailureKind::Limit | FailureKind::Cancelled);
-        if interrupted && self.past_deadline() {
-            return self.between_nodes(self.time_limit());
+    /// A node's failure as the node's own (routable), or as the run's end: a node stopped by
+    /// the time limit, the node limit or cancellation (an evaluation interrupted, a downstream
+    /// call abandoned, a callee stopped) reads as that, between nodes.
+    fn classify(&self, node: &Node, failure: NodeFailure) -> Result<Failure, RunError> {
+        if failure.ends_run {
+            return Err(self.between_nodes(failure.failure));
         }
-        if self.env.cancel.is_cancelled() {
-            return self.between_nodes(cancelled());
+        let failure = failure.failure;
+        let interrupted = interrupting(failure.kind);
+        if interrupted && self.session.past_deadline() {
+            return Err(self.between_nodes(self.session.time_limit()));
         }
-        let failure = if interrupted {
+        if self.session.env.cancel.is_cancelled() {
+            return Err(self.between_nodes(cancelled()));
+        }
+        if interrupted {
+            if let Some(limit) = self.session.node_limit() {
+                return Err(self.between_nodes(limit));
+            }
             // Only the deadline and cancellation interrupt a node, and neither happened: keep
             // the message, as an expression's failure.
-            Failure {
-                kind: FailureKind::Expression,
-                ..failure
-            }
-        } else {
-            failure
-        };
+            return Err(self.node_error(
+                node,
+                Failure {
+                    kind: FailureKind::Expression,
+                    ..failure
+                },
+            ));
+        }
+        Ok(failure)
+    }
+
+    /// The run's error for `node`'s failure.
+    fn node_error(&self, node: &Node, failure: Failure) -> RunError {
         RunError {
             tool: self.tool.name.clone(),
             node: Some((node.id.clone(), node.kind.type_name())),
@@ -250,142 +659,459 @@ impl Run<'_> {
     }
 
     /// Appends the node's record to the history and reports it.
-    fn record(&self, id: NodeId, node: &Node, start: Duration, output: &JValue) {
-        let duration = self.started.elapsed() - start;
-        let index = {
-            let mut history = self.history.borrow_mut();
-            history.push(
-                &node.id,
-                Record {
-                    node: id,
-                    output: output.clone(),
-                    start,
-                    duration,
-                },
-            );
-            history.len()
-        };
-        if let Some(report) = &self.env.on_node {
-            report(&NodeReport {
-                index,
-                node: &node.id,
-                node_type: node.kind.type_name(),
+    fn record(
+        &self,
+        id: NodeId,
+        node: &Node,
+        start: Duration,
+        output: &JValue,
+        attempts: Option<u32>,
+        failed: Option<FailureKind>,
+    ) {
+        let duration = self.session.started.elapsed() - start;
+        self.history.borrow_mut().push(
+            &node.id,
+            Record {
+                node: id,
+                output: output.clone(),
                 start,
                 duration,
+                attempts,
+            },
+        );
+        self.session.executed.set(self.session.executed.get() + 1);
+        if self.session.env.on_node.is_some() {
+            let label = self.label(&node.id);
+            self.session.report(
+                &label,
+                node.kind.type_name(),
+                (start, duration),
                 output,
-            });
+                attempts,
+                failed,
+            );
         }
+    }
+
+    /// A node's name in reports.
+    fn label(&self, id: &str) -> String {
+        format!("{}{id}", self.prefix)
     }
 
     /// The context expressions see: the newest output of each node, newest first.
     fn context(&self) -> JValue {
         self.history.borrow().context().clone()
     }
+
+    fn eval(&self, expr: &Expr, context: &JValue) -> Result<JValue, EvalError> {
+        self.jsonata.borrow_mut().eval(expr, context)
+    }
+
+    /// `exit`: the previous node's output (see [`exit_output`]).
+    fn exit(&self) -> JValue {
+        let last = self
+            .history
+            .borrow()
+            .last()
+            .map(|r| r.output.clone())
+            .unwrap_or(JValue::Undefined);
+        exit_output(last)
+    }
+
+    /// `transform`: the expression's value.
+    fn transform(&self, node: &Node, expr: &Expr) -> Step {
+        let context = self.context();
+        let value = self.eval(expr, &context)?;
+        Ok((value, node.next, None))
+    }
+
+    /// `switch`: the first condition that holds (its target's id is the output), else the
+    /// default.
+    fn switch(&self, node: &Node, conditions: &[Condition]) -> Step {
+        let context = self.context();
+        let mut jsonata = self.jsonata.borrow_mut();
+        let mut vars = GraphVars {
+            jsonata: &mut jsonata,
+            context: &context,
+            interrupted: None,
+        };
+        for condition in conditions {
+            let matched = match &condition.rule {
+                None => true,
+                Some(rule) => {
+                    let value = jsonlogic::apply(rule, &context, &mut vars).map_err(|message| {
+                        let rule_text =
+                            serde_json::to_string_pretty(&rule.to_json()).unwrap_or_default();
+                        Failure::new(
+                            vars.interrupted.unwrap_or(FailureKind::Expression),
+                            format!("JSON Logic evaluation failed: {message}\nRule: {rule_text}"),
+                        )
+                    })?;
+                    // The switch converts the final value with JavaScript Boolean(), not JSON
+                    // Logic's truthiness: [] and {} are true.
+                    crate::js::boolean(&value)
+                }
+            };
+            if matched {
+                let target = condition.target;
+                return Ok((
+                    JValue::string(self.tool.node(target).id.as_str()),
+                    Some(target),
+                    None,
+                ));
+            }
+        }
+        match node.next {
+            Some(default) => Ok((
+                JValue::string(self.tool.node(default).id.as_str()),
+                Some(default),
+                None,
+            )),
+            None => Err(Failure::new(
+                FailureKind::Route,
+                format!(
+                    "Switch node {}: No conditions matched and no default case provided",
+                    node.id
+                ),
+            )
+            .into()),
+        }
+    }
+
+    /// The arguments of a call, evaluated against the context as it is now.
+    fn arguments(
+        &self,
+        template: &Template,
+        jsonata: &RefCell<Jsonata>,
+        context: &JValue,
+    ) -> Result<Map<String, Value>, NodeFailure> {
+        let mut jsonata = jsonata.borrow_mut();
+        evaluate_args(
+            template,
+            &mut jsonata,
+            context,
+            self.session.limits.max_value_bytes,
+        )
+        .map_err(NodeFailure::from)
+    }
+
+    /// `mcp`: the downstream tool's result (or a `self` callee's), with its retries.
+    async fn mcp(&self, node: &Node, call: &'a Call) -> Step {
+        let context = self.context();
+        let label = self.label(&node.id);
+        let (value, attempts) = self
+            .session
+            .call(call, &label, || {
+                self.arguments(&call.args, &self.jsonata, &context)
+            })
+            .await?;
+        Ok((value, node.next, attempts))
+    }
+
+    /// `map`: the call for each item, at most `concurrency` in flight, outputs in input order
+    /// (extensions §4).
+    async fn map(
+        &self,
+        node: &Node,
+        items: &Expr,
+        call: &'a Call,
+        concurrency: u32,
+        on_item_error: OnItemError,
+    ) -> Step {
+        let context = self.context();
+        let items = match self.eval(items, &context)? {
+            JValue::Undefined => Vec::new(),
+            JValue::Array(values) => values.iter().cloned().collect(),
+            other => vec![other],
+        };
+        let work = items
+            .into_iter()
+            .enumerate()
+            .map(|(index, item)| {
+                let label = format!("{}[{index}]", self.label(&node.id));
+                let context = &context;
+                async move {
+                    let bindings = vec![
+                        ("item".to_string(), item),
+                        ("index".to_string(), JValue::Number(index as f64)),
+                    ];
+                    // Each item evaluates its args with `$item` and `$index` bound, over the
+                    // history as it stood when the map started.
+                    let jsonata = RefCell::new(self.session.evaluator(&self.history, bindings));
+                    let outcome = self
+                        .session
+                        .call(call, &label, || {
+                            self.arguments(&call.args, &jsonata, context)
+                        })
+                        .await;
+                    (label, outcome)
+                }
+            })
+            .collect();
+        let outputs = self
+            .fan_out(node, work, concurrency as usize, on_item_error, |i| {
+                format!("item {i}")
+            })
+            .await?;
+        let value = outputs.into_iter().flatten().map(|(_, v)| v).collect();
+        Ok((JValue::array(value), node.next, None))
+    }
+
+    /// `parallel`: every branch at once, outputs by name in written order (extensions §5).
+    async fn parallel(
+        &self,
+        node: &Node,
+        branches: &'a [mcpgraph_compiler::ir::Branch],
+        on_item_error: OnItemError,
+    ) -> Step {
+        let context = self.context();
+        let work = branches
+            .iter()
+            .map(|branch| {
+                let label = format!("{}.{}", self.label(&node.id), branch.name);
+                let context = &context;
+                async move {
+                    let outcome = self
+                        .session
+                        .call(&branch.call, &label, || {
+                            self.arguments(&branch.call.args, &self.jsonata, context)
+                        })
+                        .await;
+                    (label, outcome)
+                }
+            })
+            .collect();
+        let outputs = self
+            .fan_out(node, work, branches.len().max(1), on_item_error, |i| {
+                format!("branch {}", branches[i].name)
+            })
+            .await?;
+        let mut object = indexmap::IndexMap::new();
+        for (i, output) in outputs.into_iter().enumerate() {
+            if let Some((_, value)) = output {
+                object.insert(branches[i].name.clone(), value);
+            }
+        }
+        Ok((JValue::object(object), node.next, None))
+    }
+
+    /// Runs `work` (one future per item or branch) at most `limit` at a time. Each item's
+    /// output, in input order: `None` where a failed item is skipped; a kept failure holds its
+    /// error object. With `fail`, the first failure stops new items, cancels those in flight
+    /// (dropping them tells the downstream), and fails the node with the lowest failed index.
+    async fn fan_out<F>(
+        &self,
+        node: &Node,
+        work: Vec<F>,
+        limit: usize,
+        on_item_error: OnItemError,
+        name: impl Fn(usize) -> String,
+    ) -> Result<Vec<Option<(String, JValue)>>, NodeFailure>
+    where
+        F: Future<Output = (String, Result<(JValue, Option<u32>), NodeFailure>)>,
+    {
+        let count = work.len();
+        let mut pending = work.into_iter().enumerate();
+        let mut in_flight = FuturesUnordered::new();
+        let mut outputs: Vec<Option<(String, JValue)>> = vec![None; count];
+        let mut failures: Vec<(usize, NodeFailure)> = Vec::new();
+        let started = |(index, future): (usize, F)| {
+            let start = self.session.started.elapsed();
+            future.map(move |(label, outcome)| (index, start, label, outcome))
+        };
+        loop {
+            while failures.is_empty() && in_flight.len() < limit {
+                match pending.next() {
+                    Some(item) => in_flight.push(started(item)),
+                    None => break,
+                }
+            }
+            let Some((index, start, label, outcome)) = in_flight.next().await else {
+                break;
+            };
+            let duration = self.session.started.elapsed() - start;
+            match outcome {
+                Ok((value, attempts)) => {
+                    // An undefined output keeps its place as null.
+                    let value = if value.is_undefined() {
+                        JValue::Null
+                    } else {
+                        value
+                    };
+                    self.session.report(
+                        &label,
+                        node.kind.type_name(),
+                        (start, duration),
+                        &value,
+                        attempts,
+                        None,
+                    );
+                    outputs[index] = Some((label, value));
+                }
+                Err(failure) if failure.interrupts() => return Err(failure),
+                Err(failure) => {
+                    let error = item_error(&failure, &node.id, index, &name(index));
+                    self.session.report(
+                        &label,
+                        node.kind.type_name(),
+                        (start, duration),
+                        &error,
+                        failure.attempts,
+                        Some(failure.failure.kind),
+                    );
+                    match on_item_error {
+                        OnItemError::Fail => failures.push((index, failure)),
+                        OnItemError::Skip => {}
+                        OnItemError::Keep => outputs[index] = Some((label, error)),
+                    }
+                }
+            }
+            if !failures.is_empty() {
+                // Items that finished meanwhile count; the others are cancelled.
+                while let Some(Some((index, _, _, Err(failure)))) = in_flight.next().now_or_never()
+                {
+                    if failure.interrupts() {
+                        return Err(failure);
+                    }
+                    failures.push((index, failure));
+                }
+                break;
+            }
+        }
+        drop(in_flight);
+        match failures.into_iter().min_by_key(|(index, _)| *index) {
+            Some((index, failure)) => Err(NodeFailure {
+                failure: Failure {
+                    message: format!("{}: {}", name(index), failure.failure.message),
+                    ..failure.failure
+                },
+                attempts: failure.attempts,
+                ends_run: false,
+            }),
+            None => Ok(outputs),
+        }
+    }
+
+    /// `ask`: the person's answer, through the client's elicitation (extensions §7).
+    async fn ask(
+        &self,
+        node: &Node,
+        message: &Expr,
+        schema: &Value,
+        timeout_ms: Option<u64>,
+    ) -> Step {
+        // The capability first: nobody to ask, nothing evaluated.
+        let Some(asker) = self.session.env.asker.clone() else {
+            return Err(Failure::new(
+                FailureKind::Unavailable,
+                "Nobody can answer: the client does not support elicitation",
+            )
+            .into());
+        };
+        let context = self.context();
+        let text = match self.eval(message, &context)? {
+            JValue::String(s) => s.to_string(),
+            other => {
+                return Err(Failure::new(
+                    FailureKind::Expression,
+                    format!(
+                        "The ask message must be a string, not {}\nExpression: {}",
+                        crate::value::to_js_json(&to_json(&other).unwrap_or(Value::Null)),
+                        message.source
+                    ),
+                )
+                .into());
+            }
+        };
+        let question = Question {
+            node: node.id.clone(),
+            message: text,
+            schema: schema.clone(),
+        };
+        let answer = async {
+            let content = asker(question).await.map_err(|refusal| {
+                NodeFailure::from(Failure::new(refusal.kind, refusal.message))
+            })?;
+            check_answer(schema, &content)?;
+            Ok(to_jvalue(&content))
+        };
+        let value = self
+            .session
+            .bounded(
+                timeout_ms,
+                |ms| format!("No answer within timeoutMs {ms}"),
+                answer,
+            )
+            .await?;
+        Ok((value, node.next, None))
+    }
+}
+
+/// An accepted answer must match the question's schema: else `declined`, saying why.
+fn check_answer(schema: &Value, content: &Value) -> Result<(), NodeFailure> {
+    let validator = jsonschema::validator_for(schema).map_err(|e| {
+        Failure::new(
+            FailureKind::Declined,
+            format!("The answer cannot be checked: {e}"),
+        )
+    })?;
+    let problems: Vec<String> = validator
+        .iter_errors(content)
+        .map(|e| {
+            let path = e.instance_path().to_string();
+            let at = if path.is_empty() {
+                "/".to_string()
+            } else {
+                path
+            };
+            format!("at {at}: {e}")
+        })
+        .collect();
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(Failure::new(
+            FailureKind::Declined,
+            lines("The answer does not match the schema:", &problems),
+        )
+        .into())
+    }
+}
+
+/// The output of a node that failed into its `onError` route (extensions §3):
+/// `{"error": {kind, message, node, attempts?, index? | branch?}}`.
+fn error_object(
+    failure: &Failure,
+    node: &str,
+    attempts: Option<u32>,
+    place: Option<(&str, JValue)>,
+) -> JValue {
+    let mut error = indexmap::IndexMap::new();
+    error.insert("kind".to_string(), JValue::string(failure.kind.as_str()));
+    error.insert("message".to_string(), JValue::string(failure.to_string()));
+    error.insert("node".to_string(), JValue::string(node));
+    if let Some((key, value)) = place {
+        error.insert(key.to_string(), value);
+    }
+    if let Some(attempts) = attempts {
+        error.insert("attempts".to_string(), JValue::Number(attempts as f64));
+    }
+    let mut outer = indexmap::IndexMap::new();
+    outer.insert("error".to_string(), JValue::object(error));
+    JValue::object(outer)
+}
+
+/// A failed map item's (`index`) or branch's (`branch`) error object.
+fn item_error(failure: &NodeFailure, node: &str, index: usize, name: &str) -> JValue {
+    let place = match name.strip_prefix("branch ") {
+        Some(branch) => ("branch", JValue::string(branch)),
+        None => ("index", JValue::Number(index as f64)),
+    };
+    error_object(&failure.failure, node, failure.attempts, Some(place))
 }
 
 fn cancelled() -> Failure {
     Failure::new(FailureKind::Cancelled, "Execution was cancelled")
-}
-
-/// `entry`: the call's arguments.
-fn entry(run: &Run<'_>, node: &Node) -> Step {
-    Ok((run.arguments.clone(), node.next))
-}
-
-/// `exit`: the previous node's output (see [`exit_output`]).
-fn exit(run: &Run<'_>) -> Step {
-    let last = run
-        .history
-        .borrow()
-        .last()
-        .map(|r| r.output.clone())
-        .unwrap_or(JValue::Undefined);
-    Ok((exit_output(last), None))
-}
-
-/// `transform`: the expression's value.
-fn transform(run: &mut Run<'_>, node: &Node, expr: &Expr) -> Step {
-    let context = run.context();
-    let value = run.jsonata.eval(expr, &context)?;
-    Ok((value, node.next))
-}
-
-/// `switch`: the first condition that holds (its target's id is the output), else the default.
-fn switch(run: &mut Run<'_>, node: &Node, conditions: &[Condition]) -> Step {
-    let context = run.context();
-    let mut vars = GraphVars {
-        jsonata: &mut run.jsonata,
-        context: &context,
-        interrupted: None,
-    };
-    for condition in conditions {
-        let matched = match &condition.rule {
-            None => true,
-            Some(rule) => {
-                let value = jsonlogic::apply(rule, &context, &mut vars).map_err(|message| {
-                    let rule_text =
-                        serde_json::to_string_pretty(&rule.to_json()).unwrap_or_default();
-                    Failure::new(
-                        vars.interrupted.unwrap_or(FailureKind::Expression),
-                        format!("JSON Logic evaluation failed: {message}\nRule: {rule_text}"),
-                    )
-                })?;
-                // The switch converts the final value with JavaScript Boolean(), not JSON Logic's
-                // truthiness: [] and {} are true.
-                crate::js::boolean(&value)
-            }
-        };
-        if matched {
-            let target = condition.target;
-            return Ok((
-                JValue::string(run.tool.node(target).id.as_str()),
-                Some(target),
-            ));
-        }
-    }
-    match node.next {
-        Some(default) => Ok((
-            JValue::string(run.tool.node(default).id.as_str()),
-            Some(default),
-        )),
-        None => Err(Failure::new(
-            FailureKind::Route,
-            format!(
-                "Switch node {}: No conditions matched and no default case provided",
-                node.id
-            ),
-        )),
-    }
-}
-
-/// `mcp`: the downstream tool's result, bounded by the run's deadline and cancellation.
-async fn mcp(
-    run: &mut Run<'_>,
-    node: &Node,
-    server: ServerId,
-    tool: &str,
-    args: &Template,
-) -> Step {
-    let context = run.context();
-    let call_args = evaluate_args(args, &mut run.jsonata, &context, run.limits.max_value_bytes)?;
-    let Some(runtime) = run
-        .env
-        .runtime
-        .clone()
-        .or_else(|| Handle::try_current().ok())
-    else {
-        return Err(Failure::new(
-            FailureKind::Connection,
-            "MCP client initialization failed: no tokio runtime to run the connection on",
-        ));
-    };
-    let call = run.env.downstream.call(&runtime, server, tool, call_args);
-    tokio::select! {
-        result = call => result.map(|v| (v, node.next)),
-        // The run's error reads these as the limit and the cancellation.
-        () = tokio::time::sleep_until(run.deadline.into()) => Err(Failure::new(FailureKind::Limit, "")),
-        () = run.env.cancel.cancelled() => Err(cancelled()),
-    }
 }
 
 /// The exit's output: the previous output, with falsy values (`0`, `false`, `""`, `null`,
@@ -424,7 +1150,7 @@ impl Vars for GraphVars<'_> {
     }
 }
 
-/// The arguments of an mcp node: keys whose expression is undefined are dropped.
+/// The arguments of a call: keys whose expression is undefined are dropped.
 fn evaluate_args(
     template: &Template,
     jsonata: &mut Jsonata,

@@ -4,59 +4,7 @@
 
 use std::fmt;
 
-/// What kind of failure stopped a node or a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum FailureKind {
-    /// A JSONata or JSON Logic evaluation failed.
-    Expression,
-    /// The downstream tool answered `isError: true`.
-    Tool,
-    /// The downstream server answered with a JSON-RPC error, or with something mcpgraph cannot
-    /// use.
-    Protocol,
-    /// The downstream server could not be started or reached, or closed during the call.
-    Connection,
-    /// The server's (or node's) `timeoutMs` elapsed for the call.
-    Timeout,
-    /// Arguments or result violate a tool's schemas.
-    Schema,
-    /// An `ask` was declined or cancelled by the person.
-    Declined,
-    /// An `ask` ran where nobody can answer.
-    Unavailable,
-    /// A switch matched no condition and has no default: a graph bug, never caught.
-    Route,
-    /// `maxNodeExecutions` or `maxExecutionTimeMs` was reached.
-    Limit,
-    /// The client cancelled the call, or the server is shutting down.
-    Cancelled,
-}
-
-impl FailureKind {
-    /// The kind as graphs and error objects name it (`"timeout"`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FailureKind::Expression => "expression",
-            FailureKind::Tool => "tool",
-            FailureKind::Protocol => "protocol",
-            FailureKind::Connection => "connection",
-            FailureKind::Timeout => "timeout",
-            FailureKind::Schema => "schema",
-            FailureKind::Declined => "declined",
-            FailureKind::Unavailable => "unavailable",
-            FailureKind::Route => "route",
-            FailureKind::Limit => "limit",
-            FailureKind::Cancelled => "cancelled",
-        }
-    }
-}
-
-impl fmt::Display for FailureKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use mcpgraph_compiler::ir::FailureKind;
 
 /// A node's (or a downstream call's) failure: its kind, its message, and what the downstream
 /// server wrote on stderr meanwhile.
@@ -120,8 +68,8 @@ impl fmt::Display for RunError {
         match &self.node {
             Some((id, node_type)) => write!(
                 f,
-                "tool \"{}\", node \"{id}\" ({node_type}): {}",
-                self.tool, self.failure
+                "tool \"{}\", node \"{id}\" ({node_type}, {}): {}",
+                self.tool, self.failure.kind, self.failure
             ),
             None => write!(f, "tool \"{}\": {}", self.tool, self.failure),
         }
@@ -148,7 +96,7 @@ mod tests {
         };
         assert_eq!(
             error.to_string(),
-            "tool \"t\", node \"n\" (mcp): MCP error -32000: Connection closed\n\nServer stderr output:\nboom\nbang"
+            "tool \"t\", node \"n\" (mcp, connection): MCP error -32000: Connection closed\n\nServer stderr output:\nboom\nbang"
         );
         assert_eq!(error.kind().as_str(), "connection");
         let limit = RunError {

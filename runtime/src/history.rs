@@ -20,6 +20,8 @@ pub struct Record {
     /// Since the start of the run.
     pub start: Duration,
     pub duration: Duration,
+    /// The attempts the node's call made, where it has a `retry` block.
+    pub attempts: Option<u32>,
 }
 
 #[derive(Debug)]
@@ -228,6 +230,7 @@ mod tests {
                     output,
                     start: Duration::ZERO,
                     duration: Duration::ZERO,
+                    attempts: None,
                 },
             )
         };

@@ -23,8 +23,8 @@ mod standalone;
 mod value;
 mod watchdog;
 
-pub use engine::{CallError, Engine, LoadError};
-pub use executor::{NodeObserver, NodeReport};
+pub use engine::{CallError, CallOptions, Engine, LoadError};
+pub use executor::{Asker, NodeObserver, NodeReport, Question, Refusal};
 pub use failure::{Failure, FailureKind, RunError};
 pub use serve::{ServeError, call_once, init_logging, run_stdio, serve_stdio};
 pub use server::GraphServer;
@@ -43,7 +43,8 @@ pub mod internals {
 /// API: it changes with the generator.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::engine::{CallError, Engine, LoadError};
+    pub use crate::engine::{CallError, CallOptions, Engine, LoadError};
+    pub use crate::executor::{Asker, Question, Refusal};
     pub use crate::serve::{ServeError, serve_stdio};
     pub use crate::server::GraphServer;
     pub use crate::standalone::main;

@@ -24,7 +24,7 @@ pub struct PreparedTool {
     /// Compiled on the tool's first call: start-up stays cheap, and a server with many tools
     /// pays only for those it uses. (The compiler checked the schemas against the meta-schema.)
     validators: OnceLock<Result<Validators, String>>,
-    /// No mcp node: a run never awaits, so it can run inline on the request's task.
+    /// No node that waits (mcp, map, parallel, ask): a run never awaits, so it can run inline on the request's task.
     pub pure: bool,
     /// What `tools/list` shows: the schemas exactly as written.
     pub advertised: rmcp::model::Tool,
@@ -55,10 +55,7 @@ impl Program {
                 ir: tool.clone(),
                 names: Arc::new(names),
                 validators: OnceLock::new(),
-                pure: tool
-                    .nodes
-                    .iter()
-                    .all(|n| !matches!(n.kind, mcpgraph_compiler::ir::NodeKind::Mcp { .. })),
+                pure: tool.nodes.iter().all(|n| !n.kind.awaits()),
                 advertised,
             });
         }
