@@ -3,7 +3,7 @@
 use super::ToolChecker;
 use crate::ast::{NodeDecl, NodeType, Sp};
 use crate::diagnostics::{Diagnostic, Span, did_you_mean};
-use crate::ir::{Node, NodeId, NodeKind, ServerId, Template, Tool};
+use crate::ir::{Call, Node, NodeId, NodeKind, ServerId, Target, Template, Tool};
 use std::collections::{HashMap, HashSet, VecDeque};
 
 impl ToolChecker<'_> {
@@ -220,11 +220,13 @@ impl ToolChecker<'_> {
                     ))),
                 };
                 match (server, decl.tool.as_ref(), args) {
-                    (Some(server), Some(tool), Some(args)) => Some(NodeKind::Mcp {
-                        server,
+                    (Some(server), Some(tool), Some(args)) => Some(NodeKind::Mcp(Call {
+                        target: Target::Server(server),
                         tool: tool.value.clone(),
                         args,
-                    }),
+                        timeout_ms: None,
+                        retry: None,
+                    })),
                     _ => None,
                 }
             }
@@ -248,6 +250,7 @@ impl ToolChecker<'_> {
             id,
             kind: kind?,
             next,
+            on_error: None,
             line,
             column,
         })
