@@ -1,5 +1,6 @@
 //! Ahead-of-time equivalence: servers from `mcpgraph build` (statically linked: the stricter
-//! build) answer the shared corpus exactly as `serve` does, and hostile tool names build.
+//! build) answer the shared corpus and our extensions' cases (`tests/conformance`) exactly as
+//! `serve` does, and hostile tool names build.
 //! All builds share one target directory (`target/mcpgraph-test-cache`). The `graph!` side of
 //! the same corpus is the workspace member `tests/graph-macro`, compiled by the workspace build.
 
@@ -72,6 +73,23 @@ fn corpus_graphs() -> Vec<(String, PathBuf)> {
     graphs
 }
 
+/// The names of the cases files (`NAME.cases.json`) of `dir`, sorted.
+fn extension_case_files(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .expect("tests/conformance")
+        .flatten()
+        .filter_map(|e| {
+            e.file_name()
+                .to_str()
+                .and_then(|n| n.strip_suffix(".cases.json"))
+                .map(str::to_owned)
+        })
+        .collect();
+    names.sort();
+    assert!(!names.is_empty(), "no cases files in {}", dir.display());
+    names
+}
+
 #[test]
 fn static_built_servers_answer_the_whole_corpus() {
     let bins = common::root().join("target/mcpgraph-test-bins");
@@ -110,6 +128,24 @@ fn static_built_servers_answer_the_whole_corpus() {
         "hostile_names",
         &hostile,
     );
+    // The extensions' cases (tests/conformance): every cases file there runs against ONE
+    // static build of `extensions.yaml` (each further build costs CI about a minute), so each
+    // of its graphs must be that file (the others are symlinks, run with other client
+    // capabilities).
+    let conformance = common::root().join("tests/conformance");
+    let extensions = conformance.join("extensions.yaml");
+    let built = bins.join("extensions-static");
+    build(&extensions, &built, &["--static"]);
+    for name in extension_case_files(&conformance) {
+        let graph = conformance.join(format!("{name}.yaml"));
+        assert_eq!(
+            std::fs::canonicalize(&graph).ok(),
+            std::fs::canonicalize(&extensions).ok(),
+            "tests/conformance/{name}.yaml must be extensions.yaml (a symlink to it): put new \
+             tools into extensions.yaml so that one static build serves every cases file"
+        );
+        corpus(&conformance, &name, &built);
+    }
     let binary = bins.join("transforms-static");
     let version = Command::new(&binary)
         .arg("--version")
