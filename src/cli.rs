@@ -77,9 +77,14 @@ struct CallArgs {
     tool: String,
     /// The arguments, as a JSON object (default `{}`).
     args: Option<String>,
-    /// Write each node execution (index, node, type, duration, output) as a JSON line to stderr.
+    /// Write each node execution (index, node, type, duration, output; attempts and failure
+    /// kind where they apply; map items and parallel branches too) as a JSON line to stderr.
     #[arg(long)]
     trace: bool,
+    /// Answer the `ask` node NODE: a JSON object accepts with that content, `decline` declines.
+    /// Repeatable; a node's answers are used in order. An ask without an answer is unavailable.
+    #[arg(long = "answer", value_name = "NODE=ANSWER")]
+    answers: Vec<String>,
 }
 
 #[derive(Args, Debug)]
@@ -281,17 +286,35 @@ fn call(args: CallArgs) -> ExitCode {
     };
     let observer: Option<mcpgraph_runtime::NodeObserver> = args.trace.then(|| {
         std::sync::Arc::new(|r: &mcpgraph_runtime::NodeReport<'_>| {
-            let line = serde_json::json!({
+            let mut line = serde_json::json!({
                 "index": r.index - 1,
                 "node": r.node,
                 "type": r.node_type,
                 "durationMs": r.duration.as_secs_f64() * 1000.0,
                 "output": mcpgraph_runtime::to_json(r.output),
             });
+            if let Some(attempts) = r.attempts {
+                line["attempts"] = attempts.into();
+            }
+            if let Some(kind) = r.failed {
+                line["failed"] = kind.as_str().into();
+            }
             eprintln!("{line}");
         }) as mcpgraph_runtime::NodeObserver
     });
-    let outcome = mcpgraph_runtime::call_once(graph, &args.tool, arguments, observer);
+    let asker = match answers(&args.answers) {
+        Ok(asker) => asker,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return ExitCode::from(2);
+        }
+    };
+    let options = mcpgraph_runtime::CallOptions {
+        observer,
+        asker: Some(asker),
+        ..Default::default()
+    };
+    let outcome = mcpgraph_runtime::call_once(graph, &args.tool, arguments, options);
     match outcome {
         Ok(value) => {
             println!("{}", mcpgraph_runtime::to_js_json(&value));
@@ -390,4 +413,52 @@ fn build(args: BuildArgs) -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// One `--answer`: content to accept, or a refusal.
+enum Answer {
+    Accept(serde_json::Value),
+    Decline,
+}
+
+/// The asker of `mcpgraph call`: each node's `--answer`s in order, then `unavailable`.
+fn answers(specs: &[String]) -> Result<mcpgraph_runtime::Asker, String> {
+    use std::collections::{HashMap, VecDeque};
+    let mut queue: HashMap<String, VecDeque<Answer>> = HashMap::new();
+    for spec in specs {
+        let Some((node, answer)) = spec.split_once('=') else {
+            return Err(format!("--answer {spec:?}: expected NODE=ANSWER"));
+        };
+        let answer = match answer.trim() {
+            "decline" => Answer::Decline,
+            text => match serde_json::from_str::<serde_json::Value>(text) {
+                Ok(value @ serde_json::Value::Object(_)) => Answer::Accept(value),
+                Ok(_) | Err(_) => {
+                    return Err(format!(
+                        "--answer {spec:?}: the answer must be a JSON object or `decline`"
+                    ));
+                }
+            },
+        };
+        queue.entry(node.to_string()).or_default().push_back(answer);
+    }
+    let queue = std::sync::Mutex::new(queue);
+    Ok(std::sync::Arc::new(move |question: mcpgraph_runtime::Question| {
+        let next = queue
+            .lock()
+            .ok()
+            .and_then(|mut q| q.get_mut(&question.node).and_then(VecDeque::pop_front));
+        let outcome = match next {
+            Some(Answer::Accept(content)) => Ok(content),
+            Some(Answer::Decline) => Err(mcpgraph_runtime::Refusal::declined(
+                "The person declined (--answer)",
+            )),
+            None => Err(mcpgraph_runtime::Refusal::unavailable(format!(
+                "Nobody can answer: mcpgraph call has no --answer for node \"{}\"",
+                question.node
+            ))),
+        };
+        Box::pin(std::future::ready(outcome))
+            as std::pin::Pin<Box<dyn Future<Output = _> + Send>>
+    }))
 }

@@ -3,9 +3,8 @@
 //! period, SIGTERM, SIGKILL, to its whole process group) and exits 0. `mcpgraph serve`, built servers and `graph!` programs
 //! all start here.
 
-use crate::engine::{CallError, Engine, LoadError};
+use crate::engine::{CallError, CallOptions, Engine, LoadError};
 use crate::envsubst::redact;
-use crate::executor::NodeObserver;
 use crate::line_transport::LineTransport;
 use crate::server::GraphServer;
 use mcpgraph_compiler::Graph;
@@ -53,7 +52,7 @@ pub fn call_once(
     graph: Graph,
     tool: &str,
     arguments: Map<String, Value>,
-    observer: Option<NodeObserver>,
+    options: CallOptions,
 ) -> Result<Value, ServeError> {
     init_logging();
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -62,9 +61,7 @@ pub fn call_once(
         .map_err(ServeError::Runtime)?;
     let outcome = runtime.block_on(async move {
         let engine = Engine::load(graph)?;
-        let result = engine
-            .call(tool, arguments, Default::default(), observer)
-            .await;
+        let result = engine.call_with(tool, arguments, options).await;
         engine.shutdown().await;
         Ok(result?)
     });

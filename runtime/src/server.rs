@@ -1,7 +1,7 @@
 //! The MCP server: a hand-written rmcp `ServerHandler` over the engine (contract §4).
 
-use crate::engine::{CallError, Engine};
-use crate::executor::{NodeObserver, NodeReport};
+use crate::engine::{CallError, CallOptions, Engine};
+use crate::executor::{Asker, NodeObserver, NodeReport, Question, Refusal};
 use mcpgraph_compiler::{Checked, SourceFile, render};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
@@ -223,9 +223,12 @@ impl ServerHandler for GraphServer {
         let args = request.arguments.unwrap_or_default();
         let progress = progress_observer(&context);
         let observer = progress.as_ref().map(|p| p.observer.clone());
-        let outcome = engine
-            .call(&request.name, args, context.ct.clone(), observer)
-            .await;
+        let options = CallOptions {
+            cancel: context.ct.clone(),
+            observer,
+            asker: elicitation(&context),
+        };
+        let outcome = engine.call_with(&request.name, args, options).await;
         // Progress after the result is lost to the client: every notification is written and
         // flushed before the result is handed to rmcp.
         if let Some(progress) = progress {
@@ -302,4 +305,89 @@ fn progress_observer(context: &RequestContext<RoleServer>) -> Option<ProgressFor
         let _ = tx.send(Progress::Note(param));
     });
     Some(ProgressForwarder { observer, queue })
+}
+
+/// Who answers a call's `ask` nodes: the client, through `elicitation/create`, when it
+/// advertised the capability (extensions §7). Protocol 2026-07-28 forbids requests from the
+/// server; its input-required round trip is not implemented yet, so its clients are
+/// `unavailable` (docs/semantics.md).
+fn elicitation(context: &RequestContext<RoleServer>) -> Option<Asker> {
+    let info = context.peer.peer_info()?;
+    info.capabilities.elicitation.as_ref()?;
+    if info.protocol_version >= rmcp::model::ProtocolVersion::V_2026_07_28 {
+        return None;
+    }
+    let peer = context.peer.clone();
+    Some(Arc::new(move |question: Question| {
+        let peer = peer.clone();
+        Box::pin(ask_client(peer, question))
+    }))
+}
+
+async fn ask_client(
+    peer: rmcp::Peer<RoleServer>,
+    question: Question,
+) -> Result<Value, Refusal> {
+    use rmcp::model::{ClientResult, ElicitRequest, ElicitRequestParams, ElicitationAction};
+    let schema = serde_json::from_value(question.schema).map_err(|e| {
+        Refusal::unavailable(format!("The question's schema cannot be sent: {e}"))
+    })?;
+    let params = ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message: question.message,
+        requested_schema: schema,
+    };
+    let request = rmcp::model::ServerRequest::ElicitRequest(ElicitRequest::new(params));
+    let handle = peer
+        .send_cancellable_request(request, rmcp::service::PeerRequestOptions::no_options())
+        .await
+        .map_err(|e| Refusal::unavailable(format!("The question could not be sent: {e}")))?;
+    // Abandoned (the ask's timeout, the run's end): the client is told.
+    let mut abandoned = Abandoned {
+        peer: Some(peer),
+        id: handle.id.clone(),
+    };
+    let response = handle.await_response().await;
+    abandoned.peer = None;
+    match response {
+        Ok(ClientResult::ElicitResult(result)) => match result.action {
+            ElicitationAction::Accept => result
+                .content
+                .ok_or_else(|| Refusal::declined("The answer was accepted without content")),
+            ElicitationAction::Decline => Err(Refusal::declined("The person declined")),
+            ElicitationAction::Cancel => Err(Refusal::declined("The person cancelled")),
+            _ => Err(Refusal::declined("The person did not accept")),
+        },
+        Ok(_) => Err(Refusal::declined(
+            "The client answered with something other than an elicitation result",
+        )),
+        Err(rmcp::ServiceError::McpError(e)) => Err(Refusal::declined(format!(
+            "The client answered with an error: MCP error {}: {}",
+            e.code.0, e.message
+        ))),
+        Err(e) => Err(Refusal::declined(format!("The question got no answer: {e}"))),
+    }
+}
+
+/// Sends `notifications/cancelled` for an elicitation request dropped before its answer.
+struct Abandoned {
+    peer: Option<rmcp::Peer<RoleServer>>,
+    id: rmcp::model::RequestId,
+}
+
+impl Drop for Abandoned {
+    fn drop(&mut self) {
+        let Some(peer) = self.peer.take() else {
+            return;
+        };
+        let param = rmcp::model::CancelledNotificationParam::new(
+            Some(self.id.clone()),
+            Some("the question is no longer asked".to_string()),
+        );
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = peer.notify_cancelled(param).await;
+            });
+        }
+    }
 }
