@@ -6,6 +6,10 @@ Servers: the original (npm mcpgraph@0.1.23 under node, installed into target/ben
 server with one tool: the floor. Measurements through ../shared/tools/mcp-driver.py (cold start,
 sequential calls, memory) and our own concurrent-call driver; JSONata micro-benchmarks against
 jsonata-js. Writes bench/RESULTS.md and the table in README.md (between the bench markers).
+
+`--only fanout` measures just the fan-out of a `map` (bench/graphs/fanout.yaml: 100 calls of the
+mock's `nap` with ms 0 at concurrency 1, 10 and 64, through `mcpgraph serve`) and rewrites only
+its part of the table (between the fanout markers), in a minute or so.
 """
 import argparse
 import datetime
@@ -62,9 +66,9 @@ def build_servers():
     return bins, times, cold
 
 
-def driver_bench(yaml, cmd, tool, args, calls, runs=1, cold_extra=0, cwd=None):
+def driver_bench(yaml, cmd, tool, args, calls, runs=1, cold_extra=0, cwd=None, warmup=0):
     full = [sys.executable, DRIVER, "bench", yaml, "--tool", tool, "--args", json.dumps(args), "--calls", str(calls),
-            "--runs", str(runs), "--cold-extra", str(cold_extra), "--json"]
+            "--runs", str(runs), "--cold-extra", str(cold_extra), "--warmup", str(warmup), "--json"]
     if cwd:
         full += ["--cwd", cwd]
     out = subprocess.run(full + ["--"] + cmd, capture_output=True, text=True, check=True).stdout
@@ -116,6 +120,62 @@ def jsonata_micro():
     return parse(rust), parse(js)
 
 
+FANOUT_START, FANOUT_END = "<!-- bench:fanout:start -->", "<!-- bench:fanout:end -->"
+FANOUT_ITEMS = 100
+
+
+def fanout(quick):
+    """The fan-out table, between its markers: wall time of a map of 100 naps (ms 0) per
+    concurrency, per item, and one plain call for comparison (`mcpgraph serve`)."""
+    graphs = os.path.join(ROOT, "bench", "graphs")
+    yaml = os.path.join(graphs, "fanout.yaml")
+    serve = [MCPGRAPH, "serve", "{yaml}"]
+    calls = 5 if quick else 30
+    rows = {}
+    for tool, n in (("one", 20 * calls), ("fan_1", calls), ("fan_10", calls), ("fan_64", calls)):
+        log(f"fan-out: {tool}, {n} calls")
+        # The warm-up call starts the mock, so no timed call pays for its start.
+        r = driver_bench(yaml, serve, tool, {}, n, runs=1, cwd=graphs, warmup=1)
+        if r["errors_total"]:
+            raise RuntimeError(f"fan-out {tool}: {r['errors_total']} calls failed")
+        rows[tool] = r
+    one = rows["one"]["latency_median_ms_median"]
+    lines = [FANOUT_START, "",
+             f"Fan-out: a `map` of {FANOUT_ITEMS} calls of the mock's `nap` (ms 0, so all of it is overhead: ours, "
+             f"the pipe and the Python mock), `mcpgraph serve`, median of {calls} calls each "
+             f"(measured {datetime.date.today().isoformat()}, {os.cpu_count()} cores). One `nap` call through "
+             f"an mcp node takes {one:.3f} ms.", "",
+             "| concurrency | wall time per map | per item | per item, beyond one plain call |",
+             "|---:|---:|---:|---:|"]
+    for tool, conc in (("fan_1", 1), ("fan_10", 10), ("fan_64", 64)):
+        wall = rows[tool]["latency_median_ms_median"]
+        per = wall / FANOUT_ITEMS
+        lines.append(f"| {conc} | {wall:.2f} ms | {per:.3f} ms | {per - one:+.3f} ms |")
+    lines += ["", FANOUT_END]
+    return "\n".join(lines)
+
+
+def replace_fanout(text, block):
+    """`text` with its fan-out part replaced by `block` (appended when it has none)."""
+    if FANOUT_START in text and FANOUT_END in text:
+        return text[: text.index(FANOUT_START)] + block + text[text.index(FANOUT_END) + len(FANOUT_END):]
+    end = "<!-- bench:end -->"
+    if end in text:
+        return text[: text.index(end)] + block + "\n" + text[text.index(end):]
+    return text.rstrip("\n") + "\n\n" + block + "\n"
+
+
+def only_fanout(quick):
+    run(["cargo", "build", "--release", "--locked", "-p", "mcpgraph"], cwd=ROOT)
+    block = fanout(quick)
+    print(block)
+    if quick:
+        return
+    for path in (os.path.join(ROOT, "README.md"), os.path.join(ROOT, "bench", "RESULTS.md")):
+        text = open(path).read()
+        open(path, "w").write(replace_fanout(text, block))
+
+
 def ratio(theirs, ours):
     return f"{theirs / ours:.1f}×" if ours else "n/a"
 
@@ -123,7 +183,11 @@ def ratio(theirs, ours):
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="fewer calls (a smoke run)")
+    ap.add_argument("--only", choices=["fanout"], help="measure only this part and rewrite only its table")
     a = ap.parse_args()
+    if a.only == "fanout":
+        only_fanout(a.quick)
+        return
     main_js = setup()
     bins, build_times, cold_build = build_servers()
     q = a.quick
@@ -149,6 +213,7 @@ def main():
         log(f"50 concurrent calls: {name}")
         conc[name] = concurrent(cmd, slow)
     rust_ns, js_ns = jsonata_micro()
+    fanout_block = fanout(q)
 
     med = lambda key, name, field: r[(key, name)][field]
     lines = []
@@ -187,6 +252,8 @@ def main():
     for case, ns in rust_ns.items():
         theirs = js_ns.get(case)
         lines.append(f"| {case} | {theirs:,.0f} | {ns:,.0f} | {ratio(theirs, ns) if theirs else 'n/a'} |")
+    lines.append("")
+    lines.append(fanout_block)
     table = "\n".join(lines) + "\n"
     print(table)
     with open(os.path.join(ROOT, "bench", "RESULTS.md"), "w") as f:
