@@ -128,7 +128,7 @@ fn a_non_string_node_name_is_an_error_naming_the_function() {
         ),
         "{error}"
     );
-    assert!(error.contains("node \"t\" (transform)"), "{error}");
+    assert!(error.contains("node \"t\" (transform, expression)"), "{error}");
 }
 
 /// A switch with one rule; the tool answers which way it went.
@@ -360,7 +360,7 @@ fn failures_carry_their_kind() {
     assert_eq!(kind(result.clone()), FailureKind::Route);
     assert_eq!(
         result.unwrap_err().to_string(),
-        "tool \"s\", node \"sw\" (switch): Switch node sw: No conditions matched and no default case provided"
+        "tool \"s\", node \"sw\" (switch, route): Switch node sw: No conditions matched and no default case provided"
     );
     let failing = r#"  - name: t
     description: d
