@@ -6,7 +6,10 @@
 //! stages can point into it.
 
 use crate::diagnostics::{Diagnostic, Span, did_you_mean};
+use crate::ir::{FailureKind, OnItemError, Retry};
 use crate::yaml::{Yaml, YamlKind};
+
+mod extensions;
 
 /// A value and where it was written. Equality ignores the span.
 #[derive(Debug, Clone)]
@@ -82,15 +85,21 @@ pub enum NodeType {
     Transform,
     Mcp,
     Switch,
+    Map,
+    Parallel,
+    Ask,
 }
 
 impl NodeType {
-    pub const ALL: [(&'static str, NodeType); 5] = [
+    pub const ALL: [(&'static str, NodeType); 8] = [
         ("entry", NodeType::Entry),
         ("exit", NodeType::Exit),
         ("transform", NodeType::Transform),
         ("mcp", NodeType::Mcp),
         ("switch", NodeType::Switch),
+        ("map", NodeType::Map),
+        ("parallel", NodeType::Parallel),
+        ("ask", NodeType::Ask),
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -99,6 +108,9 @@ impl NodeType {
             NodeType::Transform => "transform",
             NodeType::Mcp => "mcp",
             NodeType::Switch => "switch",
+            NodeType::Map => "map",
+            NodeType::Parallel => "parallel",
+            NodeType::Ask => "ask",
         }
     }
 }
@@ -111,12 +123,80 @@ pub struct NodeDecl {
     pub next: Option<Sp<String>>,
     /// transform: `transform.expr`.
     pub expr: Option<Sp<String>>,
-    /// mcp: `server`, `tool`, `args`.
+    /// mcp and map: `server`, `tool`, `args`.
     pub server: Option<Sp<String>>,
     pub tool: Option<Sp<String>>,
     pub args: Option<Yaml>,
     /// switch: `conditions`.
     pub conditions: Vec<ConditionDecl>,
+    /// mcp, map (per item attempt) and ask: `timeoutMs`.
+    pub timeout_ms: Option<Sp<u64>>,
+    /// mcp and map (per item): `retry`, already checked.
+    pub retry: Option<Retry>,
+    /// mcp, transform, map, parallel, ask: `onError`.
+    pub on_error: Option<OnErrorDecl>,
+    /// map: `items` (JSONata), `concurrency`; map and parallel: `onItemError`.
+    pub items: Option<Sp<String>>,
+    pub concurrency: Option<Sp<u32>>,
+    pub on_item_error: OnItemError,
+    /// parallel: `branches`, in written order.
+    pub branches: Vec<BranchDecl>,
+    /// ask: `message` (JSONata) and `schema` (checked flat).
+    pub message: Option<Sp<String>>,
+    pub schema: Option<Yaml>,
+}
+
+impl NodeDecl {
+    /// Whether the node makes a `server: self` call (itself, per item, or in a branch).
+    pub fn calls_self(&self) -> bool {
+        self.server.as_ref().is_some_and(|s| s.value == SELF_SERVER)
+            || self
+                .branches
+                .iter()
+                .any(|b| b.server.as_ref().is_some_and(|s| s.value == SELF_SERVER))
+    }
+
+    /// The `server: self` calls of the node: (called tool, where it is named).
+    pub fn self_calls(&self) -> Vec<&Sp<String>> {
+        let mut out = Vec::new();
+        if self.server.as_ref().is_some_and(|s| s.value == SELF_SERVER)
+            && let Some(tool) = &self.tool
+        {
+            out.push(tool);
+        }
+        for b in &self.branches {
+            if b.server.as_ref().is_some_and(|s| s.value == SELF_SERVER)
+                && let Some(tool) = &b.tool
+            {
+                out.push(tool);
+            }
+        }
+        out
+    }
+}
+
+/// The server name that calls a tool of this graph (extensions §6); no server may take it.
+pub const SELF_SERVER: &str = "self";
+
+/// `onError`: the short form (a node id) or the long form `{next, kinds}`.
+#[derive(Debug, Clone)]
+pub struct OnErrorDecl {
+    /// The whole value, for labels.
+    pub span: Span,
+    pub next: Option<Sp<String>>,
+    /// `None`: every kind (short form, or long form without `kinds`). Already checked.
+    pub kinds: Option<Vec<FailureKind>>,
+}
+
+/// One branch of a parallel node.
+#[derive(Debug, Clone)]
+pub struct BranchDecl {
+    pub name: Sp<String>,
+    pub server: Option<Sp<String>>,
+    pub tool: Option<Sp<String>>,
+    pub args: Option<Yaml>,
+    pub timeout_ms: Option<Sp<u64>>,
+    pub retry: Option<Retry>,
 }
 
 #[derive(Debug, Clone)]
@@ -193,7 +273,13 @@ pub fn servers_map(servers: &Yaml, what: &str, diags: &mut Vec<Diagnostic>) -> V
     };
     entries
         .iter()
-        .filter_map(|(k, v)| server_decl(k, v, diags))
+        .filter_map(|(k, v)| {
+            if k.key_text() == SELF_SERVER {
+                diags.push(Diagnostic::reserved_server_name(k.span));
+                return None;
+            }
+            server_decl(k, v, diags)
+        })
         .collect()
 }
 
@@ -220,9 +306,56 @@ const CONDITION_KEYS: &[&str] = &["rule", "target", "next"];
 fn node_keys(kind: Option<NodeType>) -> &'static [&'static str] {
     match kind {
         Some(NodeType::Entry | NodeType::Exit) => &["id", "type", "next"],
-        Some(NodeType::Transform) => &["id", "type", "next", "transform"],
-        Some(NodeType::Mcp) => &["id", "type", "next", "server", "tool", "args"],
+        Some(NodeType::Transform) => &["id", "type", "next", "transform", "onError"],
+        Some(NodeType::Mcp) => &[
+            "id",
+            "type",
+            "next",
+            "server",
+            "tool",
+            "args",
+            "timeoutMs",
+            "retry",
+            "onError",
+        ],
         Some(NodeType::Switch) => &["id", "type", "next", "conditions"],
+        // `branches` is known here so that it gets E0606 rather than W0101.
+        Some(NodeType::Map) => &[
+            "id",
+            "type",
+            "next",
+            "items",
+            "concurrency",
+            "server",
+            "tool",
+            "args",
+            "timeoutMs",
+            "retry",
+            "onItemError",
+            "onError",
+            "branches",
+        ],
+        // `server`, `tool` and `args` likewise (E0606).
+        Some(NodeType::Parallel) => &[
+            "id",
+            "type",
+            "next",
+            "branches",
+            "onItemError",
+            "onError",
+            "server",
+            "tool",
+            "args",
+        ],
+        Some(NodeType::Ask) => &[
+            "id",
+            "type",
+            "next",
+            "message",
+            "schema",
+            "timeoutMs",
+            "onError",
+        ],
         None => &[
             "id",
             "type",
@@ -232,6 +365,15 @@ fn node_keys(kind: Option<NodeType>) -> &'static [&'static str] {
             "tool",
             "args",
             "conditions",
+            "timeoutMs",
+            "retry",
+            "onError",
+            "items",
+            "concurrency",
+            "onItemError",
+            "branches",
+            "message",
+            "schema",
         ],
     }
 }
@@ -363,6 +505,15 @@ fn node_decl(node: &Yaml, diags: &mut Vec<Diagnostic>) -> NodeDecl {
         tool: None,
         args: None,
         conditions: Vec::new(),
+        timeout_ms: None,
+        retry: None,
+        on_error: None,
+        items: None,
+        concurrency: None,
+        on_item_error: OnItemError::Fail,
+        branches: Vec::new(),
+        message: None,
+        schema: None,
     };
     let Some(raw) = node.as_map() else {
         diags.push(Diagnostic::wrong_type(
@@ -400,8 +551,23 @@ fn node_decl(node: &Yaml, diags: &mut Vec<Diagnostic>) -> NodeDecl {
             )),
         },
     }
-    // Unknown keys are judged against the keys of the node's own type.
-    mapping(node, &owner, node_keys(decl.kind), diags);
+    // Unknown keys are judged against the keys of the node's own type; `onError`, `retry` and
+    // `timeoutMs` where the type does not take them are errors (extensions::misplaced).
+    let known = node_keys(decl.kind);
+    if let Some(kind) = decl.kind {
+        let filtered: Vec<(Yaml, Yaml)> = raw
+            .iter()
+            .filter(|(k, _)| !extensions::misplaced(k, kind, &owner, diags))
+            .cloned()
+            .collect();
+        let filtered = Yaml {
+            span: node.span,
+            kind: YamlKind::Map(filtered),
+        };
+        mapping(&filtered, &owner, known, diags);
+    } else {
+        mapping(node, &owner, known, diags);
+    }
     decl.next = optional_str(raw, "next", diags);
     match decl.kind {
         Some(NodeType::Transform) => match get(raw, "transform") {
@@ -415,18 +581,7 @@ fn node_decl(node: &Yaml, diags: &mut Vec<Diagnostic>) -> NodeDecl {
         Some(NodeType::Mcp) => {
             decl.server = required_str(node, raw, "server", &owner, diags);
             decl.tool = required_str(node, raw, "tool", &owner, diags);
-            decl.args = get(raw, "args").cloned();
-            if let Some(args) = &decl.args
-                && !matches!(args.kind, YamlKind::Map(_) | YamlKind::Null)
-            {
-                diags.push(Diagnostic::wrong_type(
-                    args.span,
-                    "`args`",
-                    "a mapping",
-                    args.kind_name(),
-                ));
-                decl.args = None;
-            }
+            decl.args = args(raw, diags);
         }
         Some(NodeType::Switch) => match get(raw, "conditions") {
             Some(Yaml {
@@ -447,7 +602,25 @@ fn node_decl(node: &Yaml, diags: &mut Vec<Diagnostic>) -> NodeDecl {
         },
         _ => {}
     }
+    if let Some(kind) = decl.kind {
+        extensions::node(&mut decl, node, raw, kind, &owner, diags);
+    }
     decl
+}
+
+/// `args` of a call: a mapping (or null, no arguments).
+fn args(map: &[(Yaml, Yaml)], diags: &mut Vec<Diagnostic>) -> Option<Yaml> {
+    let args = get(map, "args")?;
+    if !matches!(args.kind, YamlKind::Map(_) | YamlKind::Null) {
+        diags.push(Diagnostic::wrong_type(
+            args.span,
+            "`args`",
+            "a mapping",
+            args.kind_name(),
+        ));
+        return None;
+    }
+    Some(args.clone())
 }
 
 fn condition(node: &Yaml, diags: &mut Vec<Diagnostic>) -> Option<ConditionDecl> {
@@ -519,12 +692,7 @@ fn mapping<'a>(
         for (key, _) in entries {
             let text = key.key_text();
             if !known.contains(&text.as_str()) {
-                diags.push(Diagnostic::unknown_key(
-                    key.span,
-                    &text,
-                    what,
-                    did_you_mean(&text, known.iter().copied()),
-                ));
+                diags.push(extensions::unknown_key(key.span, &text, what, known));
             }
         }
     }

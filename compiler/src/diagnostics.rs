@@ -204,7 +204,7 @@ impl Diagnostic {
             Code::E0104,
             span,
             format!("unknown node type `{found}`"),
-            "expected one of entry, exit, transform, mcp, switch",
+            "expected one of entry, exit, transform, mcp, switch, map, parallel, ask",
         )
         .with_suggestion(suggestion)
     }
@@ -510,6 +510,174 @@ impl Diagnostic {
         .with_suggestion(suggestion)
     }
 
+    // ---- E06xx: the language extensions (timeouts, retries, error routes, map, parallel, ask,
+    // `server: self`) ---------------------------------------------------------------------------
+
+    /// A number or word of an extension key outside what it allows (`maxAttempts: 0`).
+    pub fn extension_value(
+        span: Span,
+        message: impl Into<String>,
+        label: impl Into<String>,
+    ) -> Self {
+        Diagnostic::new(Code::E0601, span, message, label)
+    }
+
+    /// `delayMs` greater than `maxDelayMs`: the first wait would already be capped.
+    pub fn delay_over_cap(span: Span, cap: Span, delay: u64, max: u64) -> Self {
+        Diagnostic::new(
+            Code::E0601,
+            span,
+            format!("`retry.delayMs` ({delay}) is greater than `retry.maxDelayMs` ({max})"),
+            "greater than the cap",
+        )
+        .with_label(cap, "the cap on one wait")
+        .with_help("raise `maxDelayMs` or lower `delayMs`: every wait is capped at `maxDelayMs`")
+    }
+
+    pub fn retry_kinds(span: Span, message: impl Into<String>, label: impl Into<String>) -> Self {
+        Diagnostic::new(Code::E0602, span, message, label).with_help(
+            "`retry.kinds` lists, once each, kinds that a new attempt may cure: tool, protocol, timeout, connection",
+        )
+    }
+
+    /// `onError`, `retry` or `timeoutMs` on a node type that does not take it.
+    pub fn misplaced_error_key(span: Span, key: &str, owner: &str, kind: &str, help: &str) -> Self {
+        Diagnostic::new(
+            Code::E0603,
+            span,
+            format!("`{key}` is not allowed on {owner}, a {kind} node"),
+            format!("not on a {kind} node"),
+        )
+        .with_help(help.to_string())
+    }
+
+    pub fn on_error_kinds(
+        span: Span,
+        message: impl Into<String>,
+        label: impl Into<String>,
+        help: impl Into<String>,
+    ) -> Self {
+        Diagnostic::new(Code::E0604, span, message, label).with_help(help)
+    }
+
+    pub fn on_error_target(
+        span: Span,
+        message: impl Into<String>,
+        label: impl Into<String>,
+    ) -> Self {
+        Diagnostic::new(Code::E0605, span, message, label)
+    }
+
+    /// A map written with `branches`, or a parallel with a node-level call.
+    pub fn two_calls(span: Span, key: &str, node: &str, kind: &str) -> Self {
+        let help = if kind == "map" {
+            "a map runs one call per item (`server`, `tool`, `args`); to run different calls at once, use a `parallel` node"
+        } else {
+            "a parallel node's calls are its `branches`: write this call as one of them (`name: { server, tool, args }`)"
+        };
+        Diagnostic::new(
+            Code::E0606,
+            span,
+            format!("`{key}` on {kind} node `{node}`: a {kind} node does not take it"),
+            "a second way of writing the call",
+        )
+        .with_help(help)
+    }
+
+    pub fn empty_branches(span: Span, node: &str) -> Self {
+        Diagnostic::new(
+            Code::E0607,
+            span,
+            format!("parallel node `{node}` has no branches"),
+            "empty",
+        )
+        .with_help(
+            "write at least one branch: `branches: { name: { server: s, tool: t, args: {} } }`",
+        )
+    }
+
+    pub fn item_outside_map(span: Span, variable: &str, where_: &str) -> Self {
+        Diagnostic::new(
+            Code::E0608,
+            span,
+            format!("`${variable}` is used in {where_}, outside a map's `args`"),
+            "not bound here",
+        )
+        .with_help(
+            "`$item` and `$index` are bound only in the `args` of a `map` node (the element and its 0-based index); elsewhere they are always undefined",
+        )
+    }
+
+    pub fn ask_schema(
+        span: Span,
+        node: &str,
+        problem: impl Into<String>,
+        label: impl Into<String>,
+    ) -> Self {
+        Diagnostic::new(
+            Code::E0609,
+            span,
+            format!("the schema of ask node `{node}`: {}", problem.into()),
+            label,
+        )
+        .with_help("MCP elicitation asks for a flat object: `type: object` whose properties are string (with optional `enum` or `format`), number, integer or boolean")
+    }
+
+    pub fn unknown_self_tool(
+        span: Span,
+        node: &str,
+        tool: &str,
+        suggestion: Option<String>,
+    ) -> Self {
+        Diagnostic::new(
+            Code::E0610,
+            span,
+            format!("node `{node}` calls `{tool}` with `server: self`, but the graph has no tool `{tool}`"),
+            "no such tool in this graph",
+        )
+        .with_suggestion(suggestion)
+        .or_help("`server: self` calls a tool defined under `tools` in this file")
+    }
+
+    /// `cycle` names the tools, the first repeated at the end; `calls` are the other calls on it.
+    pub fn self_cycle(span: Span, cycle: &[String], calls: Vec<(Span, String)>) -> Self {
+        let mut d = Diagnostic::new(
+            Code::E0611,
+            span,
+            format!("`server: self` calls form a cycle: {}", cycle.join(" → ")),
+            format!("`{}` calls `{}`", cycle[0], cycle.get(1).map_or("", String::as_str)),
+        )
+        .with_help("a tool may not reach itself through `server: self` calls: the run would only end at a limit");
+        for (span, label) in calls {
+            d = d.with_label(span, label);
+        }
+        d
+    }
+
+    pub fn reserved_server_name(span: Span) -> Self {
+        Diagnostic::new(
+            Code::E0612,
+            span,
+            "a server may not be named `self`",
+            "reserved name",
+        )
+        .with_help("`server: self` calls a tool of this graph; give the server another name")
+    }
+
+    /// An unknown key close to an extension key valid at that place (`onEror`): an error rather
+    /// than W0101, because ignoring it would silently change what the node does on failure.
+    pub fn misspelt_extension_key(span: Span, key: &str, owner: &str, meant: &str) -> Self {
+        Diagnostic::new(
+            Code::E0613,
+            span,
+            format!("unknown key `{key}` in {owner}: did you mean `{meant}`?"),
+            "misspelt key",
+        )
+        .with_help(format!(
+            "a misspelt `{meant}` is an error, not an ignored key: dropping it would change how the node runs or fails"
+        ))
+    }
+
     // ---- E05xx: the MCP JSON file (-m) ---------------------------------------------------------
 
     /// `inner`, whose spans are in `file` rather than in the graph file.
@@ -611,6 +779,19 @@ codes! {
     W0301 Warning "a history function names no node of the tool",
     W0302 Warning "a path root names no node of the tool",
     E0501 Error "the MCP JSON file (-m) cannot be used",
+    E0601 Error "an extension's number or word is out of range (`timeoutMs`, `retry`, `concurrency`, `onItemError`)",
+    E0602 Error "`retry.kinds` is empty, repeats a kind, or names a kind that cannot be retried",
+    E0603 Error "`onError`, `retry` or `timeoutMs` on a node type that does not take it",
+    E0604 Error "`onError.kinds` is empty, repeats a kind, or names a kind the node cannot fail with",
+    E0605 Error "an `onError` target is unknown, the failing node itself, or the entry",
+    E0606 Error "a map with `branches`, or a parallel with a node-level `server`/`tool`/`args`",
+    E0607 Error "a parallel node has no branches",
+    E0608 Error "`$item` or `$index` used outside a map's `args`",
+    E0609 Error "an ask schema is not a flat object of primitive properties",
+    E0610 Error "`server: self` names no tool of the graph",
+    E0611 Error "`server: self` calls form a cycle",
+    E0612 Error "a server is named `self` (reserved)",
+    E0613 Error "an unknown key is a misspelling of an extension key (`onEror`, `timeoutMS`)",
 }
 
 impl fmt::Display for Code {

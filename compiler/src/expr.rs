@@ -234,3 +234,244 @@ pub fn references(ast: &AstNode, out: &mut Vec<Reference>) {
         _ => {}
     }
 }
+
+/// Where an expression uses a variable of `names` that it does not bind itself: (name, byte
+/// position of its `$` in `source`), in source order. A variable is bound by a lambda's
+/// parameters (in its body), by `$x := …` (in the rest of the enclosing block), and by `@$x` and
+/// `#$x` (in the rest of the path). Expressions that do not parse give nothing.
+///
+/// jsonata-core's tree has no positions, so the walk lists every mention of the names (uses and
+/// bindings) in source order and pairs it with the `$name` tokens of the text; when the two
+/// counts differ (a form the walk orders differently), each free use is placed at the first
+/// token of its name, which is still the right variable in the right expression.
+pub fn free_variables(source: &str, names: &[&str]) -> Vec<(String, usize)> {
+    if !names.iter().any(|n| source.contains(&format!("${n}"))) {
+        return Vec::new();
+    }
+    // The tree before our rewrites (crate::fuse), which may evaluate an argument twice.
+    let Ok(ast) = jsonata_core::parser::parse(source) else {
+        return Vec::new();
+    };
+    let mut walk = ScopeWalk {
+        names,
+        frames: vec![Vec::new()],
+        mentions: Vec::new(),
+    };
+    walk.node(&ast);
+    let tokens = variable_tokens(source, names);
+    let paired = walk.mentions.len() == tokens.len()
+        && walk
+            .mentions
+            .iter()
+            .zip(&tokens)
+            .all(|((name, _), (token, _))| name == token);
+    let mut out = Vec::new();
+    for (i, (name, free)) in walk.mentions.iter().enumerate() {
+        if !free {
+            continue;
+        }
+        let at = if paired {
+            Some(tokens[i].1)
+        } else {
+            tokens.iter().find(|(t, _)| t == name).map(|(_, p)| *p)
+        };
+        if let Some(at) = at
+            && !out.iter().any(|(n, p)| n == name && *p == at)
+        {
+            out.push((name.clone(), at));
+        }
+    }
+    out
+}
+
+struct ScopeWalk<'a> {
+    names: &'a [&'a str],
+    frames: Vec<Vec<String>>,
+    /// (name, whether free), for uses and bindings, in source order.
+    mentions: Vec<(String, bool)>,
+}
+
+impl ScopeWalk<'_> {
+    fn tracked(&self, name: &str) -> bool {
+        self.names.contains(&name)
+    }
+
+    fn bound(&self, name: &str) -> bool {
+        self.frames.iter().any(|f| f.iter().any(|n| n == name))
+    }
+
+    fn use_(&mut self, name: &str) {
+        if self.tracked(name) {
+            let free = !self.bound(name);
+            self.mentions.push((name.to_string(), free));
+        }
+    }
+
+    fn bind(&mut self, name: &str) {
+        if self.tracked(name) {
+            self.mentions.push((name.to_string(), false));
+        }
+        if let Some(frame) = self.frames.last_mut() {
+            frame.push(name.to_string());
+        }
+    }
+
+    fn node(&mut self, ast: &AstNode) {
+        use jsonata_core::ast::{BinaryOp, Stage};
+        match ast {
+            AstNode::Variable(v) => self.use_(v),
+            AstNode::Function { name, args, .. } => {
+                self.use_(name);
+                args.iter().for_each(|a| self.node(a));
+            }
+            AstNode::Call { procedure, args } => {
+                self.node(procedure);
+                args.iter().for_each(|a| self.node(a));
+            }
+            AstNode::Lambda { params, body, .. } => {
+                self.frames.push(Vec::new());
+                params.iter().for_each(|p| self.bind(p));
+                self.node(body);
+                self.frames.pop();
+            }
+            AstNode::Binary {
+                op: BinaryOp::ColonEqual,
+                lhs,
+                rhs,
+            } => match &**lhs {
+                AstNode::Variable(v) => {
+                    // The binding is written first but takes effect after its value.
+                    if self.tracked(v) {
+                        self.mentions.push((v.clone(), false));
+                    }
+                    self.node(rhs);
+                    if let Some(frame) = self.frames.last_mut() {
+                        frame.push(v.clone());
+                    }
+                }
+                other => {
+                    self.node(other);
+                    self.node(rhs);
+                }
+            },
+            AstNode::Binary { lhs, rhs, .. } => {
+                self.node(lhs);
+                self.node(rhs);
+            }
+            AstNode::Unary { operand, .. } => self.node(operand),
+            AstNode::Block(items) => {
+                self.frames.push(Vec::new());
+                items.iter().for_each(|i| self.node(i));
+                self.frames.pop();
+            }
+            AstNode::Array(items) | AstNode::ArrayGroup(items) => {
+                items.iter().for_each(|i| self.node(i))
+            }
+            AstNode::Object(pairs) => pairs.iter().for_each(|(k, v)| {
+                self.node(k);
+                self.node(v);
+            }),
+            AstNode::ObjectTransform { input, pattern } => {
+                self.node(input);
+                pattern.iter().for_each(|(k, v)| {
+                    self.node(k);
+                    self.node(v);
+                });
+            }
+            AstNode::Path { steps } => {
+                self.frames.push(Vec::new());
+                for step in steps {
+                    self.node(&step.node);
+                    if let Some(focus) = &step.focus {
+                        self.bind(focus);
+                    }
+                    if let Some(index) = &step.index_var {
+                        self.bind(index);
+                    }
+                    for stage in &step.stages {
+                        match stage {
+                            Stage::Filter(e) => self.node(e),
+                            Stage::Index(name) => self.bind(name),
+                            Stage::KeepArray => {}
+                        }
+                    }
+                }
+                self.frames.pop();
+            }
+            AstNode::Conditional {
+                condition,
+                then_branch,
+                else_branch,
+            } => {
+                self.node(condition);
+                self.node(then_branch);
+                if let Some(e) = else_branch {
+                    self.node(e);
+                }
+            }
+            AstNode::FunctionApplication(e) => self.node(e),
+            AstNode::Sort { input, terms } => {
+                self.node(input);
+                terms.iter().for_each(|(t, _)| self.node(t));
+            }
+            AstNode::Transform {
+                location,
+                update,
+                delete,
+            } => {
+                self.node(location);
+                self.node(update);
+                if let Some(d) = delete {
+                    self.node(d);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The `$name` tokens of `names` in an expression's text, outside string literals, backquoted
+/// names and comments: (name, byte position of the `$`).
+fn variable_tokens(source: &str, names: &[&str]) -> Vec<(String, usize)> {
+    let bytes = source.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            quote @ (b'"' | b'\'' | b'`') => {
+                i += 1;
+                while i < bytes.len() && bytes[i] != quote {
+                    i += if bytes[i] == b'\\' && quote != b'`' {
+                        2
+                    } else {
+                        1
+                    };
+                }
+                i += 1;
+            }
+            b'/' if bytes.get(i + 1) == Some(&b'*') => {
+                i = source[i + 2..]
+                    .find("*/")
+                    .map_or(bytes.len(), |e| i + 2 + e + 2);
+            }
+            b'$' => {
+                let start = i;
+                i += 1;
+                if bytes.get(i) == Some(&b'$') {
+                    i += 1;
+                    continue;
+                }
+                let end = source[i..]
+                    .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .map_or(source.len(), |e| i + e);
+                let name = &source[i..end];
+                if names.contains(&name) {
+                    out.push((name.to_string(), start));
+                }
+                i = end.max(i);
+            }
+            _ => i += 1,
+        }
+    }
+    out
+}

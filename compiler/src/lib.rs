@@ -117,7 +117,12 @@ fn mcp_servers(file: &SourceFile, diagnostics: &mut Vec<Diagnostic>) -> Vec<ast:
     let mut inner = Vec::new();
     let decls = ast::servers_map(servers, "mcpServers", &mut inner);
     for d in inner.into_iter().filter(Diagnostic::is_error) {
-        diagnostics.push(Diagnostic::in_mcp_file(&shared, d));
+        // A reserved name keeps its own code; other problems are "the file cannot be used".
+        diagnostics.push(if d.code == Code::E0612 {
+            Diagnostic::in_file(&shared, d)
+        } else {
+            Diagnostic::in_mcp_file(&shared, d)
+        });
     }
     for d in check::secret_headers(&decls) {
         diagnostics.push(Diagnostic::in_file(&shared, d));

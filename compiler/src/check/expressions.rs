@@ -3,7 +3,7 @@
 use super::ToolChecker;
 use crate::ast::Sp;
 use crate::diagnostics::{Diagnostic, Span};
-use crate::expr::{Expr, Reference, error_position, inner_span, references};
+use crate::expr::{Expr, Reference, error_position, free_variables, inner_span, references};
 use crate::ir::{NodeId, Template};
 use crate::yaml::{Yaml, YamlKind};
 use jsonata_core::ast::AstNode;
@@ -20,12 +20,28 @@ impl ToolChecker<'_> {
         match Expr::parse(&text.value) {
             Ok(expr) => {
                 self.analyse(&expr.ast, text.span, index);
+                if !self.item_scope {
+                    self.item_variables(&text.value, text.span, where_);
+                }
                 Some(expr)
             }
             Err(message) => {
                 self.jsonata_error(text.span, &text.value, &message, where_);
                 None
             }
+        }
+    }
+
+    /// E0608 for each `$item` or `$index` the expression written at `scalar` uses without
+    /// binding it: they are bound in a map's args only.
+    pub(super) fn item_variables(&mut self, expr: &str, scalar: Span, where_: &str) {
+        for (name, at) in free_variables(expr, &["item", "index"]) {
+            let span = match inner_span(self.source, scalar, expr, at) {
+                Some(s) => Span::new(s.start, s.start + 1 + name.len()),
+                None => find_in_scalar(self.source, scalar, &[format!("${name}")]),
+            };
+            self.diags
+                .push(Diagnostic::item_outside_map(span, &name, where_));
         }
     }
 
@@ -167,7 +183,7 @@ impl ToolChecker<'_> {
 }
 
 /// The span of the first of `needles` written inside the scalar at `scalar`, else the scalar.
-fn find_in_scalar(source: &str, scalar: Span, needles: &[String]) -> Span {
+pub(super) fn find_in_scalar(source: &str, scalar: Span, needles: &[String]) -> Span {
     let Some(text) = source.get(scalar.start..scalar.end) else {
         return scalar;
     };

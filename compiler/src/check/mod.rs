@@ -33,6 +33,13 @@ pub fn check(
 
     // Positions of nodes and tools, for the IR: one index, not a scan per node.
     let lines = LineIndex::new(source);
+    // `server: self` targets: the tools in file order, which is the order of `Graph::tools` when
+    // the file checks (a duplicate name is an error, so the first of a name is the one).
+    let self_tools: Vec<&str> = file
+        .tools
+        .iter()
+        .map(|t| t.name.as_ref().map_or("", |n| n.value.as_str()))
+        .collect();
     let mut tools = Vec::new();
     let mut seen_tools: HashMap<&str, Span> = HashMap::new();
     for decl in &file.tools {
@@ -57,12 +64,17 @@ pub fn check(
                 .filter_map(|n| n.id.as_ref().map(|i| i.value.as_str()))
                 .collect(),
             suggestion_budget: SUGGESTION_BUDGET,
+            self_tools: &self_tools,
+            entry: None,
+            item_scope: false,
             diags,
         };
         if let Some(tool) = checker.check() {
             tools.push(tool);
         }
     }
+
+    self_call_cycles(file, diags);
 
     let errors_after = diags.iter().filter(|d| d.is_error()).count();
     if errors_after > errors_before
@@ -117,7 +129,91 @@ struct ToolChecker<'a> {
     /// The tool's node ids in source order (duplicates included), for suggestions.
     ids: Vec<&'a str>,
     suggestion_budget: usize,
+    /// The graph's tool names in file order, for `server: self` (see `check`).
+    self_tools: &'a [&'a str],
+    /// The tool's entry node, once known (an `onError` may not route to it).
+    entry: Option<ir::NodeId>,
+    /// Whether the expressions being checked are a map's args, where `$item` and `$index` are
+    /// bound.
+    item_scope: bool,
     diags: &'a mut Vec<Diagnostic>,
+}
+
+/// E0611 for every cycle of `server: self` calls between the tools (a tool calling itself
+/// included), found by a depth-first search without recursion (a hostile file may chain many
+/// tools). Each back edge found gives one cycle, printed `a → b → a`.
+fn self_call_cycles(file: &GraphFile, diags: &mut Vec<Diagnostic>) {
+    let mut first: HashMap<&str, usize> = HashMap::new();
+    for (i, t) in file.tools.iter().enumerate() {
+        if let Some(n) = &t.name {
+            first.entry(n.value.as_str()).or_insert(i);
+        }
+    }
+    // calls[i]: (callee, where the call names it), in source order.
+    let calls: Vec<Vec<(usize, Span)>> = file
+        .tools
+        .iter()
+        .map(|t| {
+            t.nodes
+                .iter()
+                .flat_map(|n| n.self_calls())
+                .filter_map(|tool| first.get(tool.value.as_str()).map(|&j| (j, tool.span)))
+                .collect()
+        })
+        .collect();
+    let name = |i: usize| {
+        file.tools[i]
+            .name
+            .as_ref()
+            .map_or_else(|| "?".to_string(), |n| n.value.clone())
+    };
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        New,
+        OnPath,
+        Done,
+    }
+    let mut mark = vec![Mark::New; calls.len()];
+    for start in 0..calls.len() {
+        if mark[start] != Mark::New {
+            continue;
+        }
+        // The current path: (tool, index of its next call to follow, the call that led here).
+        let mut path: Vec<(usize, usize, Option<Span>)> = vec![(start, 0, None)];
+        mark[start] = Mark::OnPath;
+        while let Some(&mut (tool, ref mut next, _)) = path.last_mut() {
+            let Some(&(callee, span)) = calls[tool].get(*next) else {
+                mark[tool] = Mark::Done;
+                path.pop();
+                continue;
+            };
+            *next += 1;
+            match mark[callee] {
+                Mark::New => {
+                    mark[callee] = Mark::OnPath;
+                    path.push((callee, 0, Some(span)));
+                }
+                Mark::OnPath => {
+                    let from = path.iter().position(|p| p.0 == callee).unwrap_or(0);
+                    let cycle = &path[from..];
+                    let mut names: Vec<String> = cycle.iter().map(|p| name(p.0)).collect();
+                    names.push(name(callee));
+                    // The calls along the cycle: the one leaving each tool of it.
+                    let mut spans: Vec<Span> = cycle.iter().skip(1).filter_map(|p| p.2).collect();
+                    spans.push(span);
+                    let primary = spans[0];
+                    let labels = spans
+                        .iter()
+                        .enumerate()
+                        .skip(1)
+                        .map(|(k, s)| (*s, format!("`{}` calls `{}`", names[k], names[k + 1])))
+                        .collect();
+                    diags.push(Diagnostic::self_cycle(primary, &names, labels));
+                }
+                Mark::Done => {}
+            }
+        }
+    }
 }
 
 impl ToolChecker<'_> {

@@ -59,8 +59,20 @@ impl ToolChecker<'_> {
         let span = rule.span;
         for var in &vars {
             self.analyse(&var.ast, span, index);
+            let at = find_string(rule, &var.source).unwrap_or(span);
+            self.item_variables(&var.source, at, "a switch `var`");
         }
         ok.then_some(tree)
+    }
+}
+
+/// The span of the first string scalar of `node` whose value is `text`.
+fn find_string(node: &Yaml, text: &str) -> Option<Span> {
+    match &node.kind {
+        YamlKind::Str(s) if s == text => Some(node.span),
+        YamlKind::Seq(items) => items.iter().find_map(|i| find_string(i, text)),
+        YamlKind::Map(entries) => entries.iter().find_map(|(_, v)| find_string(v, text)),
+        _ => None,
     }
 }
 

@@ -1,9 +1,12 @@
 //! The shape of a tool: node ids, one entry and one exit, `next` edges, reachability.
 
 use super::ToolChecker;
-use crate::ast::{NodeDecl, NodeType, Sp};
+use crate::ast::{NodeDecl, NodeType, SELF_SERVER, Sp};
 use crate::diagnostics::{Diagnostic, Span, did_you_mean};
-use crate::ir::{Call, Node, NodeId, NodeKind, ServerId, Target, Template, Tool};
+use crate::ir::{
+    Branch, Call, Node, NodeId, NodeKind, OnError, Retry, ServerId, Target, Template, Tool,
+};
+use crate::yaml::Yaml;
 use std::collections::{HashMap, HashSet, VecDeque};
 
 impl ToolChecker<'_> {
@@ -95,6 +98,13 @@ impl ToolChecker<'_> {
             }
         }
 
+        self.entry = match entries.as_slice() {
+            [entry] => entry
+                .id
+                .as_ref()
+                .and_then(|i| index.get(i.value.as_str()).copied()),
+            _ => None,
+        };
         let mut nodes = Vec::new();
         let mut complete = true;
         for node in &unique {
@@ -183,7 +193,15 @@ impl ToolChecker<'_> {
                 None
             }
             (Some(next), _) => Some(self.resolve(&id, next, index)),
-            (None, NodeType::Entry | NodeType::Transform | NodeType::Mcp) => {
+            (
+                None,
+                NodeType::Entry
+                | NodeType::Transform
+                | NodeType::Mcp
+                | NodeType::Map
+                | NodeType::Parallel
+                | NodeType::Ask,
+            ) => {
                 self.diags
                     .push(Diagnostic::missing_next(node_span(decl), &id, kind.name()));
                 Some(None)
@@ -198,37 +216,76 @@ impl ToolChecker<'_> {
                 self.expression(expr, "the transform expression", index)
                     .map(NodeKind::Transform)
             }
-            NodeType::Mcp => {
-                let server = decl.server.as_ref().and_then(|s| {
-                    match self.server_names.iter().position(|n| *n == s.value) {
-                        Some(i) => Some(ServerId(i as u32)),
-                        None => {
-                            self.diags.push(Diagnostic::unknown_server(
-                                s.span,
-                                &id,
-                                &s.value,
-                                did_you_mean(&s.value, self.server_names.iter().copied()),
-                            ));
-                            None
-                        }
+            NodeType::Mcp => self
+                .call(
+                    &id,
+                    decl.server.as_ref(),
+                    decl.tool.as_ref(),
+                    decl.args.as_ref(),
+                    decl.timeout_ms.as_ref().map(|t| t.value),
+                    decl.retry.as_ref(),
+                    index,
+                )
+                .map(NodeKind::Mcp),
+            NodeType::Map => {
+                let items = decl
+                    .items
+                    .as_ref()
+                    .and_then(|items| self.expression(items, "`items`", index));
+                // `$item` and `$index` are bound in a map's args, and only there.
+                self.item_scope = true;
+                let call = self.call(
+                    &id,
+                    decl.server.as_ref(),
+                    decl.tool.as_ref(),
+                    decl.args.as_ref(),
+                    decl.timeout_ms.as_ref().map(|t| t.value),
+                    decl.retry.as_ref(),
+                    index,
+                );
+                self.item_scope = false;
+                Some(NodeKind::Map {
+                    items: items?,
+                    call: call?,
+                    concurrency: decl.concurrency.as_ref().map_or(1, |c| c.value),
+                    on_item_error: decl.on_item_error,
+                })
+            }
+            NodeType::Parallel => {
+                let mut branches = Vec::new();
+                let mut ok = !decl.branches.is_empty();
+                for b in &decl.branches {
+                    match self.call(
+                        &id,
+                        b.server.as_ref(),
+                        b.tool.as_ref(),
+                        b.args.as_ref(),
+                        b.timeout_ms.as_ref().map(|t| t.value),
+                        b.retry.as_ref(),
+                        index,
+                    ) {
+                        Some(call) => branches.push(Branch {
+                            name: b.name.value.clone(),
+                            call,
+                        }),
+                        None => ok = false,
                     }
-                });
-                let args = match &decl.args {
-                    Some(args) => self.template(args, true, index),
-                    None => Some(Template::Literal(serde_json::Value::Object(
-                        Default::default(),
-                    ))),
-                };
-                match (server, decl.tool.as_ref(), args) {
-                    (Some(server), Some(tool), Some(args)) => Some(NodeKind::Mcp(Call {
-                        target: Target::Server(server),
-                        tool: tool.value.clone(),
-                        args,
-                        timeout_ms: None,
-                        retry: None,
-                    })),
-                    _ => None,
                 }
+                ok.then_some(NodeKind::Parallel {
+                    branches,
+                    on_item_error: decl.on_item_error,
+                })
+            }
+            NodeType::Ask => {
+                let message = decl
+                    .message
+                    .as_ref()
+                    .and_then(|m| self.expression(m, "the ask message", index));
+                Some(NodeKind::Ask {
+                    message: message?,
+                    schema: decl.schema.as_ref()?.to_json(),
+                    timeout_ms: decl.timeout_ms.as_ref().map(|t| t.value),
+                })
             }
             NodeType::Switch => {
                 let mut conditions = Vec::new();
@@ -242,6 +299,16 @@ impl ToolChecker<'_> {
                 ok.then_some(NodeKind::Switch { conditions })
             }
         };
+        let on_error = match &decl.on_error {
+            Some(route) => {
+                let target = route.next.as_ref()?;
+                Some(OnError {
+                    next: self.error_target(&id, target, index)?,
+                    kinds: route.kinds.clone(),
+                })
+            }
+            None => None,
+        };
         let next = match next {
             Some(resolved) => Some(resolved?),
             None => None,
@@ -250,10 +317,126 @@ impl ToolChecker<'_> {
             id,
             kind: kind?,
             next,
-            on_error: None,
+            on_error,
             line,
             column,
         })
+    }
+}
+
+impl ToolChecker<'_> {
+    /// One call, of an mcp node, of each item of a map, or of a branch; `None` when something
+    /// is missing or wrong (already diagnosed).
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the parts of a call live in different places of a node and of a branch"
+    )]
+    fn call(
+        &mut self,
+        node: &str,
+        server: Option<&Sp<String>>,
+        tool: Option<&Sp<String>>,
+        args: Option<&Yaml>,
+        timeout_ms: Option<u64>,
+        retry: Option<&Retry>,
+        index: &HashMap<&str, NodeId>,
+    ) -> Option<Call> {
+        let target = server.and_then(|s| {
+            if s.value == SELF_SERVER {
+                let tool = tool?;
+                return match self.self_tools.iter().position(|t| *t == tool.value) {
+                    Some(i) => Some(Target::SelfTool(i)),
+                    None => {
+                        self.diags.push(Diagnostic::unknown_self_tool(
+                            tool.span,
+                            node,
+                            &tool.value,
+                            did_you_mean(&tool.value, self.self_tools.iter().copied()),
+                        ));
+                        None
+                    }
+                };
+            }
+            match self.server_names.iter().position(|n| *n == s.value) {
+                Some(i) => Some(Target::Server(ServerId(i as u32))),
+                None => {
+                    self.diags.push(Diagnostic::unknown_server(
+                        s.span,
+                        node,
+                        &s.value,
+                        did_you_mean(&s.value, self.server_names.iter().copied()),
+                    ));
+                    None
+                }
+            }
+        });
+        let args = match args {
+            Some(args) => self.template(args, true, index),
+            None => Some(Template::Literal(serde_json::Value::Object(
+                Default::default(),
+            ))),
+        };
+        Some(Call {
+            target: target?,
+            tool: tool?.value.clone(),
+            args: args?,
+            timeout_ms,
+            retry: retry.cloned(),
+        })
+    }
+
+    /// The target of an `onError` route: a node of the tool, not the failing node, not the entry.
+    fn error_target(
+        &mut self,
+        from: &str,
+        target: &Sp<String>,
+        index: &HashMap<&str, NodeId>,
+    ) -> Option<NodeId> {
+        let tool = self.tool_name().to_string();
+        let Some(&id) = index.get(target.value.as_str()) else {
+            let suggestion = self.suggest_node(&target.value);
+            let mut d = Diagnostic::on_error_target(
+                target.span,
+                format!(
+                    "`onError` of node `{from}` in tool `{tool}` names non-existent node `{}`",
+                    target.value
+                ),
+                format!("no node `{}` in tool `{tool}`", target.value),
+            );
+            if let Some(s) = suggestion {
+                d = d.with_help(format!("did you mean `{s}`?"));
+            }
+            self.diags.push(d);
+            return None;
+        };
+        if target.value == from {
+            self.diags.push(
+                Diagnostic::on_error_target(
+                    target.span,
+                    format!("`onError` of node `{from}` routes to the node itself"),
+                    "the failing node",
+                )
+                .with_help("route the failure to another node, which may retry through a `next` edge if that is meant"),
+            );
+            return None;
+        }
+        if self.entry == Some(id) {
+            self.diags.push(
+                Diagnostic::on_error_target(
+                    target.span,
+                    format!(
+                        "`onError` of node `{from}` routes to the entry node `{}`",
+                        target.value
+                    ),
+                    "the entry",
+                )
+                .with_help(
+                    "the entry starts a run and is never a target; route to the node after it",
+                ),
+            );
+            return None;
+        }
+        Some(id)
     }
 }
 
@@ -265,6 +448,8 @@ fn node_span(node: &NodeDecl) -> Span {
 fn reach(nodes: &[Node], start: NodeId, reverse: bool) -> HashSet<NodeId> {
     let successors = |n: &Node| -> Vec<NodeId> {
         let mut out: Vec<NodeId> = n.next.into_iter().collect();
+        // An error route is an edge like any other (extensions §9).
+        out.extend(n.on_error.as_ref().map(|e| e.next));
         if let NodeKind::Switch { conditions } = &n.kind {
             out.extend(conditions.iter().map(|c| c.target));
         }

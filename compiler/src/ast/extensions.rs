@@ -1,0 +1,706 @@
+//! Typing of the language extensions' keys (docs/extensions-checks.md): `timeoutMs`, `retry`,
+//! `onError`, and the `map`, `parallel` and `ask` node types.
+//!
+//! Everything here needs only the node itself, so it is checked while the AST is built: numbers
+//! and their ranges, kind lists (including which kinds a node's type can fail with), the shape of
+//! branches and of an ask's schema. What needs the rest of the tool or the graph (node ids, tool
+//! names, `$item` scoping, cycles of `self` calls) is checked in `check`.
+
+use super::{
+    BranchDecl, NodeDecl, NodeType, OnErrorDecl, SELF_SERVER, Sp, args, get, key_span, mapping,
+    required_str,
+};
+use crate::diagnostics::{Diagnostic, Span, did_you_mean};
+use crate::ir::{FailureKind, MAX_CONCURRENCY, OnItemError, Retry};
+use crate::yaml::{Yaml, YamlKind};
+
+/// Keys the extensions add. An unknown key that is a near miss of one of these, where it is
+/// valid, is an error (E0613) rather than an ignored key (W0101): see [`unknown_key`].
+const EXTENSION_KEYS: &[&str] = &[
+    "timeoutMs",
+    "retry",
+    "onError",
+    "items",
+    "concurrency",
+    "onItemError",
+    "branches",
+    "message",
+    "schema",
+    "maxAttempts",
+    "delayMs",
+    "backoffRate",
+    "maxDelayMs",
+    "kinds",
+];
+
+const RETRY_KEYS: &[&str] = &[
+    "maxAttempts",
+    "delayMs",
+    "backoffRate",
+    "maxDelayMs",
+    "kinds",
+];
+const ON_ERROR_KEYS: &[&str] = &["next", "kinds"];
+const BRANCH_KEYS: &[&str] = &["server", "tool", "args", "timeoutMs", "retry"];
+
+/// The diagnostic for a key not in `known`: E0613 when it is a near miss of an extension key in
+/// `known` (equal ignoring ASCII case, or the did-you-mean suggestion among `known` is an
+/// extension key), else W0101.
+pub(super) fn unknown_key(span: Span, key: &str, owner: &str, known: &[&str]) -> Diagnostic {
+    let suggestion = did_you_mean(key, known.iter().copied());
+    let near = known
+        .iter()
+        .copied()
+        .find(|k| k.eq_ignore_ascii_case(key))
+        .map(str::to_string)
+        .or_else(|| suggestion.clone())
+        .filter(|k| EXTENSION_KEYS.contains(&k.as_str()));
+    match near {
+        Some(meant) => Diagnostic::misspelt_extension_key(span, key, owner, &meant),
+        None => Diagnostic::unknown_key(span, key, owner, suggestion),
+    }
+}
+
+/// E0603 for `onError`, `retry` or `timeoutMs` on a node type that does not take it; returns
+/// whether it was one (so that it is not also reported as unknown).
+pub(super) fn misplaced(
+    key: &Yaml,
+    kind: NodeType,
+    owner: &str,
+    diags: &mut Vec<Diagnostic>,
+) -> bool {
+    use NodeType::*;
+    let text = key.key_text();
+    let help = match (text.as_str(), kind) {
+        ("onError", Transform | Mcp | Map | Parallel | Ask) => return false,
+        ("retry", Mcp | Map) => return false,
+        ("timeoutMs", Mcp | Map | Ask) => return false,
+        ("onError", Switch) => {
+            "a switch that matches no condition fails with kind `route`, a graph bug that is never caught: add a default condition"
+        }
+        ("onError", _) => {
+            "entry and exit nodes cannot fail; put `onError` on the node whose failure it handles"
+        }
+        ("retry", Parallel) => "a parallel node retries per branch: put `retry` in each branch",
+        ("retry", _) => {
+            "retries apply to calls: mcp nodes, each item of a map, each branch of a parallel"
+        }
+        ("timeoutMs", Parallel) => {
+            "a parallel node has no whole-node timeout (the run's deadline bounds it): put `timeoutMs` in each branch"
+        }
+        ("timeoutMs", _) => {
+            "timeouts apply to calls (mcp nodes, map items, parallel branches) and to ask nodes"
+        }
+        _ => return false,
+    };
+    diags.push(Diagnostic::misplaced_error_key(
+        key.span,
+        &text,
+        owner,
+        kind.name(),
+        help,
+    ));
+    true
+}
+
+/// The extension keys of one node of a known type.
+pub(super) fn node(
+    decl: &mut NodeDecl,
+    node: &Yaml,
+    raw: &[(Yaml, Yaml)],
+    kind: NodeType,
+    owner: &str,
+    diags: &mut Vec<Diagnostic>,
+) {
+    if matches!(kind, NodeType::Mcp | NodeType::Map | NodeType::Ask) {
+        decl.timeout_ms = int(raw, "timeoutMs", 1, None, diags);
+    }
+    if matches!(kind, NodeType::Mcp | NodeType::Map) {
+        decl.retry = get(raw, "retry").and_then(|r| retry(r, diags));
+    }
+    match kind {
+        NodeType::Map => {
+            decl.items = required_str(node, raw, "items", owner, diags);
+            decl.concurrency = int(
+                raw,
+                "concurrency",
+                1,
+                Some(u64::from(MAX_CONCURRENCY)),
+                diags,
+            )
+            .map(|c| Sp {
+                value: c.value as u32,
+                span: c.span,
+            });
+            decl.server = required_str(node, raw, "server", owner, diags);
+            decl.tool = required_str(node, raw, "tool", owner, diags);
+            decl.args = args(raw, diags);
+            decl.on_item_error = on_item_error(raw, diags);
+            let id = decl.id.as_ref().map_or("?", |i| i.value.as_str());
+            if let Some((key, _)) = raw.iter().find(|(k, _)| k.as_str() == Some("branches")) {
+                diags.push(Diagnostic::two_calls(key.span, "branches", id, "map"));
+            }
+        }
+        NodeType::Parallel => {
+            let id = decl
+                .id
+                .as_ref()
+                .map_or("?", |i| i.value.as_str())
+                .to_string();
+            for (key, _) in raw {
+                if let Some(k @ ("server" | "tool" | "args")) = key.as_str() {
+                    diags.push(Diagnostic::two_calls(key.span, k, &id, "parallel"));
+                }
+            }
+            match get(raw, "branches") {
+                None => diags.push(Diagnostic::missing_key(key_span(node), "branches", owner)),
+                Some(b) => decl.branches = branches(b, &id, diags),
+            }
+            decl.on_item_error = on_item_error(raw, diags);
+        }
+        NodeType::Ask => {
+            decl.message = required_str(node, raw, "message", owner, diags);
+            let id = decl
+                .id
+                .as_ref()
+                .map_or("?", |i| i.value.as_str())
+                .to_string();
+            match get(raw, "schema") {
+                None => diags.push(Diagnostic::missing_key(key_span(node), "schema", owner)),
+                Some(schema) => {
+                    if ask_schema(schema, &id, diags) {
+                        decl.schema = Some(schema.clone());
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+    if let Some(value) = get(raw, "onError")
+        && !matches!(kind, NodeType::Entry | NodeType::Exit | NodeType::Switch)
+    {
+        let producible = producible(decl, kind);
+        let id = decl
+            .id
+            .as_ref()
+            .map_or("?", |i| i.value.as_str())
+            .to_string();
+        decl.on_error = on_error(value, &id, kind, &producible, diags);
+    }
+}
+
+/// The kinds a node of this type (as written) can fail with, in the order of extensions §1:
+/// what `onError.kinds` may name. See docs/extensions-checks.md for the table.
+pub fn producible(decl: &NodeDecl, kind: NodeType) -> Vec<FailureKind> {
+    use FailureKind as K;
+    let call = |server: Option<&Sp<String>>, timeout: bool| -> Vec<FailureKind> {
+        if server.is_some_and(|s| s.value == SELF_SERVER) {
+            // In process: no protocol or connection; a callee's own failure arrives as `tool`;
+            // there is no default per-call timeout for `self`, only the run's deadline (a limit).
+            let mut k = vec![K::Expression, K::Tool, K::Schema];
+            if timeout {
+                k.push(K::Timeout);
+            }
+            k
+        } else {
+            // A downstream server always has a timeout (its own `timeoutMs` or the default).
+            vec![
+                K::Expression,
+                K::Tool,
+                K::Protocol,
+                K::Connection,
+                K::Timeout,
+            ]
+        }
+    };
+    let mut kinds = match kind {
+        NodeType::Entry | NodeType::Exit | NodeType::Switch => Vec::new(),
+        NodeType::Transform => vec![K::Expression],
+        NodeType::Mcp => call(decl.server.as_ref(), decl.timeout_ms.is_some()),
+        NodeType::Map => {
+            // `items` itself can fail; items' failures fail the node only with `fail`.
+            let mut k = vec![K::Expression];
+            if decl.on_item_error == OnItemError::Fail {
+                k.extend(call(decl.server.as_ref(), decl.timeout_ms.is_some()));
+            }
+            k
+        }
+        NodeType::Parallel if decl.on_item_error == OnItemError::Fail => decl
+            .branches
+            .iter()
+            .flat_map(|b| call(b.server.as_ref(), b.timeout_ms.is_some()))
+            .collect(),
+        NodeType::Parallel => Vec::new(),
+        NodeType::Ask => {
+            // Without `timeoutMs` the question lasts until the run's deadline: a limit.
+            let mut k = vec![K::Expression, K::Declined, K::Unavailable];
+            if decl.timeout_ms.is_some() {
+                k.push(K::Timeout);
+            }
+            k
+        }
+    };
+    kinds.sort_by_key(|k| FailureKind::NAMED.iter().position(|n| n == k));
+    kinds.dedup();
+    kinds
+}
+
+/// An integer key in `min..=max`: E0101 for another type, E0601 out of range.
+fn int(
+    map: &[(Yaml, Yaml)],
+    key: &str,
+    min: u64,
+    max: Option<u64>,
+    diags: &mut Vec<Diagnostic>,
+) -> Option<Sp<u64>> {
+    let value = get(map, key)?;
+    let n = match value.kind {
+        YamlKind::Int(i) => Some(i as f64),
+        YamlKind::Float(f) => Some(f),
+        _ => None,
+    };
+    let Some(n) = n else {
+        diags.push(Diagnostic::wrong_type(
+            value.span,
+            &format!("`{key}`"),
+            "an integer",
+            value.kind_name(),
+        ));
+        return None;
+    };
+    let in_range =
+        n.fract() == 0.0 && n >= min as f64 && max.is_none_or(|m| n <= m as f64) && n < 9.0e15;
+    if !in_range {
+        let wanted = match (min, max) {
+            (_, Some(max)) => format!("an integer from {min} to {max}"),
+            (0, None) => "an integer, 0 or more".to_string(),
+            (1, None) => "an integer greater than 0".to_string(),
+            (min, None) => format!("an integer, {min} or more"),
+        };
+        diags.push(Diagnostic::extension_value(
+            value.span,
+            format!("`{key}` must be {wanted}"),
+            format!("expected {wanted}"),
+        ));
+        return None;
+    }
+    Some(Sp {
+        value: n as u64,
+        span: value.span,
+    })
+}
+
+/// A `retry` block; `None` (diagnosed) when any part of it is wrong.
+fn retry(node: &Yaml, diags: &mut Vec<Diagnostic>) -> Option<Retry> {
+    let map = mapping(node, "`retry`", RETRY_KEYS, diags)?;
+    let errors = diags.len();
+    let max_attempts = int(
+        map,
+        "maxAttempts",
+        1,
+        Some(u64::from(Retry::MAX_ATTEMPTS)),
+        diags,
+    );
+    let delay = int(map, "delayMs", 0, None, diags);
+    let max_delay = int(map, "maxDelayMs", 0, None, diags);
+    let backoff_rate = match get(map, "backoffRate") {
+        None => Some(Retry::DEFAULT_BACKOFF_RATE),
+        Some(v) => match v.kind {
+            YamlKind::Int(i) if i >= 1 => Some(i as f64),
+            YamlKind::Float(f) if f >= 1.0 && f.is_finite() => Some(f),
+            YamlKind::Int(_) | YamlKind::Float(_) => {
+                diags.push(Diagnostic::extension_value(
+                    v.span,
+                    "`backoffRate` must be a number, 1 or more",
+                    "expected a number, 1 or more",
+                ));
+                None
+            }
+            _ => {
+                diags.push(Diagnostic::wrong_type(
+                    v.span,
+                    "`backoffRate`",
+                    "a number",
+                    v.kind_name(),
+                ));
+                None
+            }
+        },
+    };
+    let delay_ms = delay.as_ref().map_or(Retry::DEFAULT_DELAY_MS, |d| d.value);
+    let max_delay_ms = max_delay
+        .as_ref()
+        .map_or(Retry::DEFAULT_MAX_DELAY_MS, |d| d.value);
+    if delay_ms > max_delay_ms {
+        // Point at whichever of the two was written (the other is its default).
+        let span = delay.as_ref().map_or_else(
+            || max_delay.as_ref().map_or(node.span, |m| m.span),
+            |d| d.span,
+        );
+        let cap = max_delay.as_ref().map_or(span, |m| m.span);
+        let mut d = Diagnostic::delay_over_cap(span, cap, delay_ms, max_delay_ms);
+        if cap == span {
+            d.labels.clear();
+        }
+        diags.push(d);
+    }
+    let kinds = match get(map, "kinds") {
+        None => Some(Retry::DEFAULT_KINDS.to_vec()),
+        Some(list) => kind_list(list, "`retry.kinds`", diags, &mut |kind| {
+            (!Retry::RETRYABLE.contains(&kind)).then(|| {
+                let why = match kind {
+                    FailureKind::Expression | FailureKind::Schema => {
+                        "it fails the same way on every attempt"
+                    }
+                    FailureKind::Declined | FailureKind::Unavailable => {
+                        "only ask nodes fail with it, and asks are not retried"
+                    }
+                    _ => "it is a graph bug, never caught",
+                };
+                Diagnostic::retry_kinds(
+                    Span::default(),
+                    format!("`{kind}` failures cannot be retried: {why}"),
+                    "cannot be retried",
+                )
+            })
+        })
+        .map(|k| k.into_iter().map(|k| k.value).collect()),
+    };
+    if diags.len() > errors {
+        return None;
+    }
+    Some(Retry {
+        max_attempts: max_attempts.map_or(1, |m| m.value as u32),
+        delay_ms,
+        backoff_rate: backoff_rate?,
+        max_delay_ms,
+        kinds: kinds?,
+    })
+}
+
+/// A list of kind names: non-empty, known, no duplicates, and accepted by `refuse` (which
+/// returns the diagnostic for a kind not allowed here; its span is filled in). The code of the
+/// empty, unknown and duplicate diagnostics follows the list: `retry.kinds` → E0602, else E0604.
+fn kind_list(
+    list: &Yaml,
+    what: &str,
+    diags: &mut Vec<Diagnostic>,
+    refuse: &mut dyn FnMut(FailureKind) -> Option<Diagnostic>,
+) -> Option<Vec<Sp<FailureKind>>> {
+    let report = |span: Span, message: String, label: &str| -> Diagnostic {
+        if what == "`retry.kinds`" {
+            Diagnostic::retry_kinds(span, message, label)
+        } else {
+            Diagnostic::on_error_kinds(
+                span,
+                message,
+                label,
+                "`onError.kinds` lists, once each, kinds this node can fail with; leave it out to catch every kind",
+            )
+        }
+    };
+    let YamlKind::Seq(items) = &list.kind else {
+        diags.push(Diagnostic::wrong_type(
+            list.span,
+            what,
+            "a sequence of failure kinds",
+            list.kind_name(),
+        ));
+        return None;
+    };
+    if items.is_empty() {
+        diags.push(report(
+            list.span,
+            format!("{what} is empty"),
+            "no kinds listed",
+        ));
+        return None;
+    }
+    let mut out: Vec<Sp<FailureKind>> = Vec::new();
+    let mut ok = true;
+    for item in items {
+        let Some(name) = item.as_str() else {
+            diags.push(Diagnostic::wrong_type(
+                item.span,
+                "a failure kind",
+                "a string",
+                item.kind_name(),
+            ));
+            ok = false;
+            continue;
+        };
+        let Some(kind) = FailureKind::named(name) else {
+            let suggestion = did_you_mean(name, FailureKind::NAMED.iter().map(|k| k.as_str()));
+            let mut d = report(
+                item.span,
+                format!("unknown failure kind `{name}` in {what}"),
+                "not a failure kind",
+            );
+            if let Some(s) = suggestion {
+                d = d.with_help(format!("did you mean `{s}`?"));
+            }
+            diags.push(d);
+            ok = false;
+            continue;
+        };
+        if let Some(first) = out.iter().find(|k| k.value == kind) {
+            diags.push(
+                report(
+                    item.span,
+                    format!("`{name}` is listed twice in {what}"),
+                    "listed again",
+                )
+                .with_label(first.span, "first listed here"),
+            );
+            ok = false;
+            continue;
+        }
+        if let Some(mut d) = refuse(kind) {
+            d.location = crate::diagnostics::Location::Graph(item.span);
+            diags.push(d);
+            ok = false;
+        }
+        out.push(Sp {
+            value: kind,
+            span: item.span,
+        });
+    }
+    ok.then_some(out)
+}
+
+fn on_error(
+    value: &Yaml,
+    id: &str,
+    kind: NodeType,
+    producible: &[FailureKind],
+    diags: &mut Vec<Diagnostic>,
+) -> Option<OnErrorDecl> {
+    match &value.kind {
+        YamlKind::Str(s) => Some(OnErrorDecl {
+            span: value.span,
+            next: Some(Sp {
+                value: s.clone(),
+                span: value.span,
+            }),
+            kinds: None,
+        }),
+        YamlKind::Map(_) => {
+            let map = mapping(value, "`onError`", ON_ERROR_KEYS, diags)?;
+            let next = required_str(value, map, "next", "`onError`", diags);
+            let can = producible
+                .iter()
+                .map(|k| format!("`{k}`"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            // Wrong kinds (diagnosed) leave the route in place, so that reachability does not
+            // add warnings about its target.
+            let kinds = match get(map, "kinds") {
+                None => None,
+                Some(list) => Some(
+                    kind_list(list, "`onError.kinds`", diags, &mut |k| {
+                        (!producible.contains(&k)).then(|| {
+                            let why = match k {
+                                FailureKind::Route => {
+                                    "`route` (a switch with no match) is a graph bug and is never caught".to_string()
+                                }
+                                FailureKind::Declined | FailureKind::Unavailable => {
+                                    format!("only ask nodes fail with `{k}`")
+                                }
+                                FailureKind::Schema => {
+                                    "only `server: self` calls fail with `schema`".to_string()
+                                }
+                                _ => format!("a {} node like this one never fails with `{k}`", kind.name()),
+                            };
+                            let help = if can.is_empty() {
+                                format!("{why}; as written, this {} node cannot fail at all", kind.name())
+                            } else {
+                                format!("{why}; this node can fail with {can}")
+                            };
+                            Diagnostic::on_error_kinds(
+                                Span::default(),
+                                format!("{} node `{id}` never fails with `{k}`", kind.name()),
+                                "cannot happen here",
+                                help,
+                            )
+                        })
+                    })
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|k| k.value)
+                    .collect(),
+                ),
+            };
+            Some(OnErrorDecl {
+                span: value.span,
+                next: Some(next?),
+                kinds,
+            })
+        }
+        _ => {
+            diags.push(Diagnostic::wrong_type(
+                value.span,
+                "`onError`",
+                "a node id or a mapping `{ next, kinds }`",
+                value.kind_name(),
+            ));
+            None
+        }
+    }
+}
+
+fn on_item_error(map: &[(Yaml, Yaml)], diags: &mut Vec<Diagnostic>) -> OnItemError {
+    let Some(value) = get(map, "onItemError") else {
+        return OnItemError::Fail;
+    };
+    match value.as_str() {
+        Some("fail") => OnItemError::Fail,
+        Some("skip") => OnItemError::Skip,
+        Some("keep") => OnItemError::Keep,
+        Some(other) => {
+            let mut d = Diagnostic::extension_value(
+                value.span,
+                format!("unknown `onItemError` value `{other}`"),
+                "expected fail, skip or keep",
+            );
+            if let Some(s) = did_you_mean(other, ["fail", "skip", "keep"]) {
+                d = d.with_help(format!("did you mean `{s}`?"));
+            }
+            diags.push(d);
+            OnItemError::Fail
+        }
+        None => {
+            diags.push(Diagnostic::wrong_type(
+                value.span,
+                "`onItemError`",
+                "one of fail, skip, keep",
+                value.kind_name(),
+            ));
+            OnItemError::Fail
+        }
+    }
+}
+
+fn branches(value: &Yaml, node: &str, diags: &mut Vec<Diagnostic>) -> Vec<BranchDecl> {
+    let Some(entries) = value.as_map() else {
+        diags.push(Diagnostic::wrong_type(
+            value.span,
+            "`branches`",
+            "a mapping of branch names to calls",
+            value.kind_name(),
+        ));
+        return Vec::new();
+    };
+    if entries.is_empty() {
+        diags.push(Diagnostic::empty_branches(value.span, node));
+    }
+    let mut out = Vec::new();
+    for (key, body) in entries {
+        let name = Sp {
+            value: key.key_text(),
+            span: key.span,
+        };
+        let owner = format!("branch `{}` of node `{node}`", name.value);
+        let Some(map) = mapping(body, &owner, BRANCH_KEYS, diags) else {
+            continue;
+        };
+        out.push(BranchDecl {
+            server: required_str(body, map, "server", &owner, diags),
+            tool: required_str(body, map, "tool", &owner, diags),
+            args: args(map, diags),
+            timeout_ms: int(map, "timeoutMs", 1, None, diags),
+            retry: get(map, "retry").and_then(|r| retry(r, diags)),
+            name,
+        });
+    }
+    out
+}
+
+/// Whether an ask's schema is a flat object of primitive properties (extensions §7).
+fn ask_schema(schema: &Yaml, node: &str, diags: &mut Vec<Diagnostic>) -> bool {
+    let before = diags.len();
+    if schema.as_map().is_none() {
+        diags.push(Diagnostic::wrong_type(
+            schema.span,
+            "`schema`",
+            "a mapping",
+            schema.kind_name(),
+        ));
+        return false;
+    }
+    match schema.get("type") {
+        Some(t) if t.as_str() == Some("object") => {}
+        Some(t) => diags.push(Diagnostic::ask_schema(
+            t.span,
+            node,
+            "must be `type: object`",
+            "not `object`",
+        )),
+        None => diags.push(Diagnostic::ask_schema(
+            key_span(schema),
+            node,
+            "must say `type: object`",
+            "no `type`",
+        )),
+    }
+    if let Some(properties) = schema.get("properties") {
+        match properties.as_map() {
+            None => diags.push(Diagnostic::ask_schema(
+                properties.span,
+                node,
+                "must have a mapping of `properties`",
+                "not a mapping",
+            )),
+            Some(props) => {
+                for (key, prop) in props {
+                    let name = key.key_text();
+                    let ty = prop.get("type");
+                    let problem = match ty.and_then(Yaml::as_str) {
+                        _ if prop.as_map().is_none() => {
+                            Some((prop.span, format!("property `{name}` is not a mapping")))
+                        }
+                        None if ty.is_none() => {
+                            Some((key.span, format!("property `{name}` has no `type`")))
+                        }
+                        None => ty.map(|t| {
+                            (
+                                t.span,
+                                format!("property `{name}` must have one type, written as a string"),
+                            )
+                        }),
+                        Some("string" | "number" | "integer" | "boolean") => None,
+                        Some(other) => ty.map(|t| {
+                            (
+                                t.span,
+                                format!(
+                                    "property `{name}` is of type `{other}`: only string, number, integer and boolean can be asked"
+                                ),
+                            )
+                        }),
+                    };
+                    if let Some((span, problem)) = problem {
+                        diags.push(Diagnostic::ask_schema(
+                            span,
+                            node,
+                            problem,
+                            "not a primitive property",
+                        ));
+                        continue;
+                    }
+                    if ty.and_then(Yaml::as_str) != Some("string") {
+                        for word in ["enum", "format"] {
+                            if let Some(v) = prop.get(word) {
+                                diags.push(Diagnostic::ask_schema(
+                                    v.span,
+                                    node,
+                                    format!("property `{name}`: `{word}` is allowed only on string properties"),
+                                    "only on strings",
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    diags.len() == before
+}
