@@ -26,8 +26,11 @@ pub const MAX_DEPTH: usize = 127;
 /// The most bytes of a top-level `"id"` value the scan of an undecodable line keeps.
 const MAX_ID_BYTES: usize = 256;
 
-/// The line transport over a reader and a writer. Writes go through one lock, one whole line
-/// at a time, flushed: messages never interleave, and a send that returned has been flushed.
+/// The line transport over a reader and a writer. Writes go through one lock, whole lines,
+/// flushed: messages never interleave, and a send that returned has been flushed. Lines are
+/// written in the order `send` was called, not the order its futures first run: rmcp runs each
+/// send as a task of its own, and a `notifications/cancelled` must not overtake, or be overtaken
+/// by, the request sent after it.
 pub struct LineTransport<Role, R, W> {
     read: BufReader<R>,
     /// The line read so far (at most [`MAX_LINE_BYTES`]).
@@ -35,8 +38,14 @@ pub struct LineTransport<Role, R, W> {
     /// Set while the rest of an over-long line is skipped: the scan of what went past. Kept
     /// here, not in `receive`, because `receive` is polled in a `select!` and may be dropped.
     skipping: Option<Scan>,
-    write: Arc<tokio::sync::Mutex<Option<W>>>,
+    write: Arc<Writer<W>>,
     _role: PhantomData<fn() -> Role>,
+}
+
+/// The write half: lines queued in call order, written by whichever send holds the lock.
+struct Writer<W> {
+    queue: std::sync::Mutex<std::collections::VecDeque<Vec<u8>>>,
+    out: tokio::sync::Mutex<Option<W>>,
 }
 
 impl<Role, R, W> LineTransport<Role, R, W>
@@ -50,7 +59,10 @@ where
             read: BufReader::new(read),
             line: Vec::new(),
             skipping: None,
-            write: Arc::new(tokio::sync::Mutex::new(Some(write))),
+            write: Arc::new(Writer {
+                queue: std::sync::Mutex::default(),
+                out: tokio::sync::Mutex::new(Some(write)),
+            }),
             _role: PhantomData,
         }
     }
@@ -106,8 +118,9 @@ where
                 // A task of its own: `receive` may be dropped at any await, and a line must
                 // never be half written.
                 let write = self.write.clone();
+                write.enqueue(line);
                 tokio::spawn(async move {
-                    let _ = write_line(&write, &line).await;
+                    let _ = write.drain().await;
                 });
                 None
             }
@@ -144,7 +157,11 @@ where
             line
         });
         let write = self.write.clone();
-        async move { write_line(&write, &line.map_err(std::io::Error::other)?).await }
+        let queued = line.map(|line| write.enqueue(line));
+        async move {
+            queued.map_err(std::io::Error::other)?;
+            write.drain().await
+        }
     }
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<Role>> {
@@ -178,24 +195,41 @@ where
     }
 
     async fn close(&mut self) -> Result<(), Self::Error> {
-        drop(self.write.lock().await.take());
+        drop(self.write.out.lock().await.take());
         Ok(())
     }
 }
 
-async fn write_line<W: AsyncWrite + Unpin>(
-    write: &tokio::sync::Mutex<Option<W>>,
-    line: &[u8],
-) -> std::io::Result<()> {
-    let mut guard = write.lock().await;
-    let Some(writer) = guard.as_mut() else {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::NotConnected,
-            "the transport is closed",
-        ));
-    };
-    writer.write_all(line).await?;
-    writer.flush().await
+impl<W: AsyncWrite + Unpin> Writer<W> {
+    /// Queues a line (at once, in call order).
+    fn enqueue(&self, line: Vec<u8>) {
+        if let Ok(mut queue) = self.queue.lock() {
+            queue.push_back(line);
+        }
+    }
+
+    /// Writes and flushes every queued line, in order. Returns once the lines queued before
+    /// the call are written: by this call, or by the one that held the lock before it.
+    async fn drain(&self) -> std::io::Result<()> {
+        let mut guard = self.out.lock().await;
+        let Some(writer) = guard.as_mut() else {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::NotConnected,
+                "the transport is closed",
+            ));
+        };
+        let mut wrote = false;
+        loop {
+            let next = self.queue.lock().ok().and_then(|mut q| q.pop_front());
+            let Some(line) = next else { break };
+            writer.write_all(&line).await?;
+            wrote = true;
+        }
+        if wrote {
+            writer.flush().await?;
+        }
+        Ok(())
+    }
 }
 
 enum Line {
