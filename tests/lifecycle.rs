@@ -129,6 +129,43 @@ fn a_cancelled_call_cancels_its_downstream_call() {
     );
 }
 
+/// Map items, parallel branches and the nodes of a `server: self` callee are reported too, each
+/// named by where it ran, all before the result.
+#[test]
+fn progress_notifications_name_items_branches_and_callee_nodes() {
+    let mut server = start(None);
+    let id = server.send_request(
+        "tools/call",
+        json!({"name": "fanout", "arguments": {}, "_meta": {"progressToken": "f"}}),
+    );
+    let answer = server.response(id, Duration::from_secs(30));
+    assert_eq!(structured(&answer), &json!({"one": {"n": 3}}));
+    let messages: Vec<String> = server
+        .pending
+        .iter()
+        .filter(|m| m["method"] == "notifications/progress")
+        .filter_map(|m| m["params"]["message"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(
+        messages,
+        [
+            "entry (entry)",
+            "all[0] (map)",
+            "all[1] (map)",
+            "all[2] (map)",
+            "all (map)",
+            "both.one › steps.entry (entry)",
+            "both.one › steps.a (transform)",
+            "both.one › steps.b (transform)",
+            "both.one › steps.c (transform)",
+            "both.one › steps.exit (exit)",
+            "both.one (parallel)",
+            "both (parallel)",
+            "exit (exit)"
+        ]
+    );
+}
+
 #[test]
 fn progress_notifications_arrive_one_per_node() {
     let mut server = start(None);
