@@ -554,19 +554,16 @@ fn node_decl(node: &Yaml, diags: &mut Vec<Diagnostic>) -> NodeDecl {
     // Unknown keys are judged against the keys of the node's own type; `onError`, `retry` and
     // `timeoutMs` where the type does not take them are errors (extensions::misplaced).
     let known = node_keys(decl.kind);
-    if let Some(kind) = decl.kind {
-        let filtered: Vec<(Yaml, Yaml)> = raw
-            .iter()
-            .filter(|(k, _)| !extensions::misplaced(k, kind, &owner, diags))
-            .cloned()
-            .collect();
-        let filtered = Yaml {
-            span: node.span,
-            kind: YamlKind::Map(filtered),
-        };
-        mapping(&filtered, &owner, known, diags);
-    } else {
-        mapping(node, &owner, known, diags);
+    for (key, _) in raw {
+        let text = key.key_text();
+        if known.contains(&text.as_str())
+            || decl
+                .kind
+                .is_some_and(|kind| extensions::misplaced(key, kind, &owner, diags))
+        {
+            continue;
+        }
+        diags.push(extensions::unknown_key(key.span, &text, &owner, known));
     }
     decl.next = optional_str(raw, "next", diags);
     match decl.kind {

@@ -320,8 +320,14 @@ impl ScopeWalk<'_> {
         use jsonata_core::ast::{BinaryOp, Stage};
         match ast {
             AstNode::Variable(v) => self.use_(v),
-            AstNode::Function { name, args, .. } => {
-                self.use_(name);
+            AstNode::Function {
+                name,
+                args,
+                is_builtin,
+            } => {
+                if *is_builtin {
+                    self.use_(name);
+                }
                 args.iter().for_each(|a| self.node(a));
             }
             AstNode::Call { procedure, args } => {

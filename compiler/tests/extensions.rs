@@ -333,3 +333,33 @@ fn error_routes_count_for_reachability() {
     );
     assert_eq!(diagnostics(&text), []);
 }
+
+#[test]
+fn free_variables_respect_the_expression_own_bindings() {
+    use mcpgraph_compiler::expr::free_variables;
+    let free = |s: &str| -> Vec<(String, usize)> { free_variables(s, &["item", "index"]) };
+    let at = |s: &str, needle: &str, n: usize| -> usize {
+        s.match_indices(needle)
+            .nth(n)
+            .map(|(i, _)| i)
+            .expect("needle")
+    };
+    assert_eq!(
+        free("$map(xs, function($item, $index){ $item + $index })"),
+        []
+    );
+    let e = "$map(xs, function($item){ $item }) & $item";
+    assert_eq!(free(e), [("item".to_string(), at(e, "$item", 2))]);
+    let e = "($item := $item + 1; $item)";
+    assert_eq!(free(e), [("item".to_string(), at(e, "$item", 1))]);
+    let e = "xs@$item.name & $item";
+    assert_eq!(free(e), [("item".to_string(), at(e, "$item", 1))]);
+    assert_eq!(free("xs#$index[$index > 1]"), []);
+    assert_eq!(free(r#""$item" & '$index' & `$item` /* $item */"#), []);
+    assert_eq!(free("$items & $indexes & $$"), []);
+    assert_eq!(
+        free("$item("),
+        [],
+        "an expression that does not parse gives nothing"
+    );
+}

@@ -494,42 +494,15 @@ fn on_error(
                 .join(", ");
             // Wrong kinds (diagnosed) leave the route in place, so that reachability does not
             // add warnings about its target.
-            let kinds = match get(map, "kinds") {
-                None => None,
-                Some(list) => Some(
-                    kind_list(list, "`onError.kinds`", diags, &mut |k| {
-                        (!producible.contains(&k)).then(|| {
-                            let why = match k {
-                                FailureKind::Route => {
-                                    "`route` (a switch with no match) is a graph bug and is never caught".to_string()
-                                }
-                                FailureKind::Declined | FailureKind::Unavailable => {
-                                    format!("only ask nodes fail with `{k}`")
-                                }
-                                FailureKind::Schema => {
-                                    "only `server: self` calls fail with `schema`".to_string()
-                                }
-                                _ => format!("a {} node like this one never fails with `{k}`", kind.name()),
-                            };
-                            let help = if can.is_empty() {
-                                format!("{why}; as written, this {} node cannot fail at all", kind.name())
-                            } else {
-                                format!("{why}; this node can fail with {can}")
-                            };
-                            Diagnostic::on_error_kinds(
-                                Span::default(),
-                                format!("{} node `{id}` never fails with `{k}`", kind.name()),
-                                "cannot happen here",
-                                help,
-                            )
-                        })
-                    })
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|k| k.value)
-                    .collect(),
-                ),
-            };
+            let kinds = get(map, "kinds").map(|list| {
+                kind_list(list, "`onError.kinds`", diags, &mut |k| {
+                    refuse_on_error(k, producible, kind, id, &can)
+                })
+                .unwrap_or_default()
+                .into_iter()
+                .map(|k| k.value)
+                .collect()
+            });
             Some(OnErrorDecl {
                 span: value.span,
                 next: Some(next?),
@@ -546,6 +519,46 @@ fn on_error(
             None
         }
     }
+}
+
+/// The diagnostic for a kind `onError.kinds` may not name on this node, with the reason.
+fn refuse_on_error(
+    k: FailureKind,
+    producible: &[FailureKind],
+    kind: NodeType,
+    id: &str,
+    can: &str,
+) -> Option<Diagnostic> {
+    if producible.contains(&k) {
+        return None;
+    }
+    let why = match k {
+        FailureKind::Route => {
+            "`route` (a switch with no match) is a graph bug and is never caught".to_string()
+        }
+        FailureKind::Declined | FailureKind::Unavailable => {
+            format!("only ask nodes fail with `{k}`")
+        }
+        FailureKind::Schema => "only `server: self` calls fail with `schema`".to_string(),
+        _ => format!(
+            "a {} node like this one never fails with `{k}`",
+            kind.name()
+        ),
+    };
+    let help = if can.is_empty() {
+        format!(
+            "{why}; as written, this {} node cannot fail at all",
+            kind.name()
+        )
+    } else {
+        format!("{why}; this node can fail with {can}")
+    };
+    Some(Diagnostic::on_error_kinds(
+        Span::default(),
+        format!("{} node `{id}` never fails with `{k}`", kind.name()),
+        "cannot happen here",
+        help,
+    ))
 }
 
 fn on_item_error(map: &[(Yaml, Yaml)], diags: &mut Vec<Diagnostic>) -> OnItemError {
