@@ -540,8 +540,11 @@ fn refuse_on_error(
             format!("only ask nodes fail with `{k}`")
         }
         FailureKind::Schema => "only `server: self` calls fail with `schema`".to_string(),
+        FailureKind::Timeout if matches!(kind, NodeType::Mcp | NodeType::Ask) => {
+            "without `timeoutMs` it has no timeout of its own: only the run's deadline, a limit that is never caught".to_string()
+        }
         _ => format!(
-            "a {} node like this one never fails with `{k}`",
+            "this {} node never fails with `{k}`",
             kind.name()
         ),
     };
