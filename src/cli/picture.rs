@@ -1,7 +1,7 @@
 //! `mcpgraph graph`: each tool as a Mermaid flowchart or a Graphviz digraph.
 
 use super::Diagram;
-use mcpgraph_compiler::ir::{Graph, NodeKind, Tool};
+use mcpgraph_compiler::ir::{Call, Graph, NodeKind, Target, Tool};
 
 pub fn draw(graph: &Graph, only: Option<&str>, format: Diagram) -> Result<String, String> {
     let tools: Vec<&Tool> = graph
@@ -22,15 +22,69 @@ pub fn draw(graph: &Graph, only: Option<&str>, format: Diagram) -> Result<String
     Ok(tools
         .iter()
         .map(|t| match format {
-            Diagram::Mermaid => mermaid(t),
-            Diagram::Dot => dot(t),
+            Diagram::Mermaid => mermaid(graph, t),
+            Diagram::Dot => dot(graph, t),
         })
         .collect::<Vec<_>>()
         .join("\n"))
 }
 
-/// Edges of a node: (target index, label).
-fn edges(tool: &Tool, index: usize) -> Vec<(usize, Option<String>)> {
+/// How an edge is drawn.
+#[derive(Clone, Copy, PartialEq)]
+enum Edge {
+    Next,
+    /// An `onError` route: dashed, labelled `error`.
+    Error,
+}
+
+/// Edges of a node: (target index, label, kind); the error route last.
+fn edges(tool: &Tool, index: usize) -> Vec<(usize, Option<String>, Edge)> {
+    let mut out: Vec<(usize, Option<String>, Edge)> = next_edges(tool, index)
+        .into_iter()
+        .map(|(to, label)| (to, label, Edge::Next))
+        .collect();
+    if let Some(route) = &tool.nodes[index].on_error {
+        let label = match &route.kinds {
+            None => "error".to_string(),
+            Some(kinds) => format!(
+                "error: {}",
+                kinds
+                    .iter()
+                    .map(|k| k.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
+        out.push((route.next.index(), Some(label), Edge::Error));
+    }
+    out
+}
+
+/// What a call calls, for a label: `server.tool` (`self.tool` for a tool of this graph).
+fn call_text(graph: &Graph, call: &Call) -> String {
+    let target = match call.target {
+        Target::Server(id) => graph
+            .servers
+            .get(id.0 as usize)
+            .map_or("?", |s| s.name.as_str()),
+        Target::SelfTool(_) => "self",
+    };
+    format!("{target}.{}", call.tool)
+}
+
+/// The lines under a node's type in its label: the calls of a map or a parallel.
+fn call_lines(graph: &Graph, kind: &NodeKind) -> Vec<String> {
+    match kind {
+        NodeKind::Map { call, .. } => vec![call_text(graph, call)],
+        NodeKind::Parallel { branches, .. } => branches
+            .iter()
+            .map(|b| format!("{}: {}", b.name, call_text(graph, &b.call)))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn next_edges(tool: &Tool, index: usize) -> Vec<(usize, Option<String>)> {
     let node = &tool.nodes[index];
     let mut out = Vec::new();
     if let NodeKind::Switch { conditions } = &node.kind {
@@ -70,28 +124,40 @@ fn rule_text(tool: &Tool, from: usize, to: usize) -> String {
     }
 }
 
-fn mermaid(tool: &Tool) -> String {
+fn mermaid(graph: &Graph, tool: &Tool) -> String {
     let mut out = format!("---\ntitle: {}\n---\nflowchart TD\n", tool.name);
     for (i, node) in tool.nodes.iter().enumerate() {
-        let label = format!(
+        let mut label = format!(
             "{}<br/><i>{}</i>",
             escape_mermaid(&node.id),
             node.kind.type_name()
         );
+        for line in call_lines(graph, &node.kind) {
+            label.push_str(&format!("<br/>{}", escape_mermaid(&line)));
+        }
         let shape = match node.kind {
             NodeKind::Entry | NodeKind::Exit => format!("n{i}([\"{label}\"])"),
             NodeKind::Switch { .. } => format!("n{i}{{\"{label}\"}}"),
+            // Fan-out shaped apart: a subroutine, a parallelogram, a hexagon.
+            NodeKind::Map { .. } => format!("n{i}[[\"{label}\"]]"),
+            NodeKind::Parallel { .. } => format!("n{i}[/\"{label}\"/]"),
+            NodeKind::Ask { .. } => format!("n{i}{{{{\"{label}\"}}}}"),
             _ => format!("n{i}[\"{label}\"]"),
         };
         out.push_str(&format!("    {shape}\n"));
     }
     for i in 0..tool.nodes.len() {
-        for (to, label) in edges(tool, i) {
+        for (to, label, edge) in edges(tool, i) {
+            let arrow = match edge {
+                Edge::Next => "-->",
+                Edge::Error => "-.->",
+            };
             match label {
-                Some(l) => {
-                    out.push_str(&format!("    n{i} -->|\"{}\"| n{to}\n", escape_mermaid(&l)))
-                }
-                None => out.push_str(&format!("    n{i} --> n{to}\n")),
+                Some(l) => out.push_str(&format!(
+                    "    n{i} {arrow}|\"{}\"| n{to}\n",
+                    escape_mermaid(&l)
+                )),
+                None => out.push_str(&format!("    n{i} {arrow} n{to}\n")),
             }
         }
     }
@@ -102,24 +168,32 @@ fn escape_mermaid(s: &str) -> String {
     s.replace('"', "#quot;").replace('|', "#124;")
 }
 
-fn dot(tool: &Tool) -> String {
+fn dot(graph: &Graph, tool: &Tool) -> String {
     let q = |s: &str| format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""));
     let mut out = format!("digraph {} {{\n    rankdir=TB;\n", q(&tool.name));
     for (i, node) in tool.nodes.iter().enumerate() {
         let shape = match node.kind {
             NodeKind::Entry | NodeKind::Exit => "oval",
             NodeKind::Switch { .. } => "diamond",
+            NodeKind::Map { .. } => "box3d",
+            NodeKind::Parallel { .. } => "parallelogram",
+            NodeKind::Ask { .. } => "hexagon",
             _ => "box",
         };
-        out.push_str(&format!(
-            "    n{i} [label={}, shape={shape}];\n",
-            q(&format!("{}\n{}", node.id, node.kind.type_name()))
-        ));
+        let mut label = format!("{}\n{}", node.id, node.kind.type_name());
+        for line in call_lines(graph, &node.kind) {
+            label.push_str(&format!("\n{line}"));
+        }
+        out.push_str(&format!("    n{i} [label={}, shape={shape}];\n", q(&label)));
     }
     for i in 0..tool.nodes.len() {
-        for (to, label) in edges(tool, i) {
+        for (to, label, edge) in edges(tool, i) {
+            let style = match edge {
+                Edge::Next => "",
+                Edge::Error => ", style=dashed",
+            };
             match label {
-                Some(l) => out.push_str(&format!("    n{i} -> n{to} [label={}];\n", q(&l))),
+                Some(l) => out.push_str(&format!("    n{i} -> n{to} [label={}{style}];\n", q(&l))),
                 None => out.push_str(&format!("    n{i} -> n{to};\n")),
             }
         }
