@@ -15,7 +15,14 @@ use serde_json::Value;
 const SERVER_MODULE_ITEMS: &[&str] = &["GRAPH", "TOOLS"];
 
 /// What `impl Graph` of `graph!` defines itself: no tool method may take these names.
-pub const GRAPH_METHODS: &[&str] = &["new", "call_json", "serve_stdio", "serve_http", "engine"];
+pub const GRAPH_METHODS: &[&str] = &[
+    "new",
+    "call_json",
+    "serve_stdio",
+    "serve_http",
+    "engine",
+    "with_answers",
+];
 
 /// The generated server module (`src/server.rs` of an emitted crate).
 pub fn server_module(graph: &Graph, regenerate: &str) -> String {
@@ -112,6 +119,7 @@ pub fn graph_items(graph: &Graph, graph_json: &str, tracked_path: &str) -> Token
         #[doc = #doc]
         pub struct Graph {
             engine: ::std::sync::Arc<::mcpgraph_runtime::__private::Engine>,
+            asker: ::std::option::Option<::mcpgraph_runtime::__private::Asker>,
         }
 
         impl Graph {
@@ -125,7 +133,21 @@ pub fn graph_items(graph: &Graph, graph_json: &str, tracked_path: &str) -> Token
                 let __mcpg_graph: ::mcpgraph_runtime::__private::Graph =
                     ::mcpgraph_runtime::__private::serde_json::from_str(Self::IR).map_err(|e| e.to_string())?;
                 let __mcpg_engine = ::mcpgraph_runtime::__private::Engine::load(__mcpg_graph).map_err(|e| e.to_string())?;
-                ::std::result::Result::Ok(Graph { engine: ::std::sync::Arc::new(__mcpg_engine) })
+                ::std::result::Result::Ok(Graph { engine: ::std::sync::Arc::new(__mcpg_engine), asker: ::std::option::Option::None })
+            }
+
+            /// Answers the graph's `ask` nodes with `answer` (without it they fail with kind
+            /// `unavailable`): the accepted content, or a refusal.
+            pub fn with_answers<F, Fut>(mut self, answer: F) -> Self
+            where
+                F: ::std::ops::Fn(::mcpgraph_runtime::__private::Question) -> Fut + ::std::marker::Send + ::std::marker::Sync + 'static,
+                Fut: ::std::future::Future<Output = ::std::result::Result<::mcpgraph_runtime::__private::serde_json::Value, ::mcpgraph_runtime::__private::Refusal>> + ::std::marker::Send + 'static,
+            {
+                self.asker = ::std::option::Option::Some(::std::sync::Arc::new(move |question| {
+                    ::std::boxed::Box::pin(answer(question))
+                        as ::std::pin::Pin<::std::boxed::Box<dyn ::std::future::Future<Output = _> + ::std::marker::Send>>
+                }));
+                self
             }
 
             /// Calls a tool by name with JSON arguments, as an MCP client would.
@@ -134,7 +156,11 @@ pub fn graph_items(graph: &Graph, graph_json: &str, tracked_path: &str) -> Token
                 tool: &str,
                 arguments: ::mcpgraph_runtime::__private::serde_json::Map<::std::string::String, ::mcpgraph_runtime::__private::serde_json::Value>,
             ) -> ::std::result::Result<::mcpgraph_runtime::__private::serde_json::Value, ::mcpgraph_runtime::__private::CallError> {
-                self.engine.call(tool, arguments, ::mcpgraph_runtime::__private::CancellationToken::new(), ::std::option::Option::None).await
+                let __mcpg_options = ::mcpgraph_runtime::__private::CallOptions {
+                    asker: self.asker.clone(),
+                    ..::std::default::Default::default()
+                };
+                self.engine.call_with(tool, arguments, __mcpg_options).await
             }
 
             #(#methods)*
@@ -228,6 +254,13 @@ pub fn graph_error(message: &str, tools: &[ToolOutline]) -> TokenStream {
         impl Graph {
             pub const IR: &'static str = "";
             pub fn new() -> ::std::result::Result<Self, ::std::string::String> {
+                ::std::unreachable!()
+            }
+            pub fn with_answers<F, Fut>(self, _answer: F) -> Self
+            where
+                F: ::std::ops::Fn(::mcpgraph_runtime::__private::Question) -> Fut + ::std::marker::Send + ::std::marker::Sync + 'static,
+                Fut: ::std::future::Future<Output = ::std::result::Result<::mcpgraph_runtime::__private::serde_json::Value, ::mcpgraph_runtime::__private::Refusal>> + ::std::marker::Send + 'static,
+            {
                 ::std::unreachable!()
             }
             pub async fn call_json(

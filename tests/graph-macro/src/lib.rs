@@ -1,4 +1,5 @@
-//! Every graph of `../shared/conformance/graphs` and the hostile-names fixture, each embedded
+//! Every graph of `../shared/conformance/graphs`, the hostile-names fixture, the extensions'
+//! conformance graphs (`tests/conformance`) and the `ask` example, each embedded
 //! with `graph!` in its own module. A workspace member (not a default one: it needs `../shared`
 //! beside the project, as CI lays it out), so the workspace build compiles it with the runtime it
 //! already built, under `deny(warnings)`: generated code must not warn.
@@ -28,6 +29,15 @@ pub mod transforms {
 pub mod hostile_names {
     mcpgraph_runtime::graph!("../graphs/hostile_names.yaml");
 }
+pub mod extensions {
+    mcpgraph_runtime::graph!("../conformance/extensions.yaml");
+}
+pub mod extensions_no_elicitation {
+    mcpgraph_runtime::graph!("../conformance/extensions_no_elicitation.yaml");
+}
+pub mod confirm_ask {
+    mcpgraph_runtime::graph!("../../examples/confirm_ask.yaml");
+}
 
 /// The embedded graph named `name` (a corpus file stem), served over stdio.
 pub async fn serve(name: &str) -> Result<(), String> {
@@ -47,6 +57,9 @@ pub async fn serve(name: &str) -> Result<(), String> {
         switches,
         switches_next,
         transforms,
-        hostile_names
+        hostile_names,
+        extensions,
+        extensions_no_elicitation,
+        confirm_ask
     )
 }

@@ -65,6 +65,54 @@ fn every_corpus_graph_through_graph_macro() {
     }
 }
 
+/// The language extensions' own cases (tests/conformance), elicitation included, through
+/// `graph!`: the same answers as `serve` and built binaries.
+#[test]
+fn extension_cases_through_graph_macro() {
+    let dir = project_root().join("tests/conformance");
+    corpus(&dir, "extensions");
+    corpus(&dir, "extensions_no_elicitation");
+}
+
+/// A `graph!` program answers `ask` nodes with the function it passes to `with_answers`; without
+/// one they are unavailable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graph_macro_programs_answer_asks() {
+    use mcpgraph_graph_macro_corpus::confirm_ask::*;
+    use mcpgraph_runtime::{Question, Refusal};
+    let input = OverwriteFileInput {
+        path: "never-written.txt".into(),
+        content: "abc".into(),
+        ..Default::default()
+    };
+    let unanswered = Graph::new().expect("the graph loads");
+    let out = unanswered.overwrite_file(&input).await.expect("answers");
+    assert_eq!(out.reason.as_deref(), Some("unavailable"));
+    let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = asked.clone();
+    let graph = Graph::new()
+        .expect("the graph loads")
+        .with_answers(move |question: Question| {
+            seen.lock().unwrap().push((question.node, question.message));
+            async { Err(Refusal::declined("not today")) }
+        });
+    let out = graph.overwrite_file(&input).await.expect("answers");
+    assert!(!out.written);
+    assert_eq!(out.reason.as_deref(), Some("declined"));
+    assert_eq!(
+        *asked.lock().unwrap(),
+        [(
+            "confirm".to_string(),
+            "Overwrite never-written.txt with 3 characters?".to_string()
+        )]
+    );
+    let yes_but_wrong = Graph::new()
+        .expect("the graph loads")
+        .with_answers(|_| async { Ok(serde_json::json!({"ok": false})) });
+    let out = yes_but_wrong.overwrite_file(&input).await.expect("answers");
+    assert_eq!(out.reason.as_deref(), Some("the answer was no"));
+}
+
 #[test]
 fn hostile_names_are_served_under_their_own_names() {
     corpus(&project_root().join("tests/graphs"), "hostile_names");

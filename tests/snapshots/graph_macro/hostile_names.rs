@@ -1349,6 +1349,7 @@ pub struct GraphOutput3 {
 /// The graph of `tests/graphs/hostile_names.yaml`, checked at compile time.
 pub struct Graph {
     engine: ::std::sync::Arc<::mcpgraph_runtime::__private::Engine>,
+    asker: ::std::option::Option<::mcpgraph_runtime::__private::Asker>,
 }
 impl Graph {
     /// The checked graph, as the runtime reads it.
@@ -1365,7 +1366,33 @@ impl Graph {
             .map_err(|e| e.to_string())?;
         ::std::result::Result::Ok(Graph {
             engine: ::std::sync::Arc::new(__mcpg_engine),
+            asker: ::std::option::Option::None,
         })
+    }
+    /// Answers the graph's `ask` nodes with `answer` (without it they fail with kind
+    /// `unavailable`): the accepted content, or a refusal.
+    pub fn with_answers<F, Fut>(mut self, answer: F) -> Self
+    where
+        F: ::std::ops::Fn(::mcpgraph_runtime::__private::Question) -> Fut
+            + ::std::marker::Send + ::std::marker::Sync + 'static,
+        Fut: ::std::future::Future<
+                Output = ::std::result::Result<
+                    ::mcpgraph_runtime::__private::serde_json::Value,
+                    ::mcpgraph_runtime::__private::Refusal,
+                >,
+            > + ::std::marker::Send + 'static,
+    {
+        self.asker = ::std::option::Option::Some(
+            ::std::sync::Arc::new(move |question| {
+                ::std::boxed::Box::pin(answer(question))
+                    as ::std::pin::Pin<
+                        ::std::boxed::Box<
+                            dyn ::std::future::Future<Output = _> + ::std::marker::Send,
+                        >,
+                    >
+            }),
+        );
+        self
     }
     /// Calls a tool by name with JSON arguments, as an MCP client would.
     pub async fn call_json(
@@ -1379,14 +1406,11 @@ impl Graph {
         ::mcpgraph_runtime::__private::serde_json::Value,
         ::mcpgraph_runtime::__private::CallError,
     > {
-        self.engine
-            .call(
-                tool,
-                arguments,
-                ::mcpgraph_runtime::__private::CancellationToken::new(),
-                ::std::option::Option::None,
-            )
-            .await
+        let __mcpg_options = ::mcpgraph_runtime::__private::CallOptions {
+            asker: self.asker.clone(),
+            ..::std::default::Default::default()
+        };
+        self.engine.call_with(tool, arguments, __mcpg_options).await
     }
     /// Calls tool `graph` (tests/graphs/hostile_names.yaml:8:11): Echoes its arguments, tagged with the tool name graph
     pub async fn graph(
