@@ -689,7 +689,12 @@ fn mapping<'a>(
         for (key, _) in entries {
             let text = key.key_text();
             if !known.contains(&text.as_str()) {
-                diags.push(extensions::unknown_key(key.span, &text, what, known));
+                diags.push(Diagnostic::unknown_key(
+                    key.span,
+                    &text,
+                    what,
+                    did_you_mean(&text, known.iter().copied()),
+                ));
             }
         }
     }

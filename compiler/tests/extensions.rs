@@ -256,6 +256,16 @@ fn near_misses_of_extension_keys_are_errors() {
             (Code::E0613, "maxAtempts".into()),
         ]
     );
+    // Elsewhere (a server's configuration) the usual warning stays.
+    let server = text.replace(
+        "web: { command: web-server }",
+        "web: { command: w, timeoutMS: 5 }",
+    );
+    assert!(
+        diagnostics(&server).contains(&(Code::W0101, "timeoutMS".into())),
+        "{:?}",
+        diagnostics(&server)
+    );
 }
 
 #[test]

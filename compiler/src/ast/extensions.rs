@@ -61,6 +61,25 @@ pub(super) fn unknown_key(span: Span, key: &str, owner: &str, known: &[&str]) ->
     }
 }
 
+/// The entries of a mapping of the extensions (`retry`, `onError`, a branch): like
+/// [`mapping`], with [`unknown_key`]'s near-miss rule for the keys it does not know.
+fn ext_mapping<'a>(
+    node: &'a Yaml,
+    what: &str,
+    known: &[&str],
+    diags: &mut Vec<Diagnostic>,
+) -> Option<&'a [(Yaml, Yaml)]> {
+    // Types the mapping without judging its keys, then judges them here.
+    let entries = mapping(node, what, &[], diags)?;
+    for (key, _) in entries {
+        let text = key.key_text();
+        if !known.contains(&text.as_str()) {
+            diags.push(unknown_key(key.span, &text, what, known));
+        }
+    }
+    Some(entries)
+}
+
 /// E0603 for `onError`, `retry` or `timeoutMs` on a node type that does not take it; returns
 /// whether it was one (so that it is not also reported as unknown).
 pub(super) fn misplaced(
@@ -292,7 +311,7 @@ fn int(
 
 /// A `retry` block; `None` (diagnosed) when any part of it is wrong.
 fn retry(node: &Yaml, diags: &mut Vec<Diagnostic>) -> Option<Retry> {
-    let map = mapping(node, "`retry`", RETRY_KEYS, diags)?;
+    let map = ext_mapping(node, "`retry`", RETRY_KEYS, diags)?;
     let errors = diags.len();
     let max_attempts = int(
         map,
@@ -485,7 +504,7 @@ fn on_error(
             kinds: None,
         }),
         YamlKind::Map(_) => {
-            let map = mapping(value, "`onError`", ON_ERROR_KEYS, diags)?;
+            let map = ext_mapping(value, "`onError`", ON_ERROR_KEYS, diags)?;
             let next = required_str(value, map, "next", "`onError`", diags);
             let can = producible
                 .iter()
@@ -616,7 +635,7 @@ fn branches(value: &Yaml, node: &str, diags: &mut Vec<Diagnostic>) -> Vec<Branch
             span: key.span,
         };
         let owner = format!("branch `{}` of node `{node}`", name.value);
-        let Some(map) = mapping(body, &owner, BRANCH_KEYS, diags) else {
+        let Some(map) = ext_mapping(body, &owner, BRANCH_KEYS, diags) else {
             continue;
         };
         out.push(BranchDecl {
