@@ -350,7 +350,12 @@ fn retry(node: &Yaml, diags: &mut Vec<Diagnostic>) -> Option<Retry> {
     let max_delay_ms = max_delay
         .as_ref()
         .map_or(Retry::DEFAULT_MAX_DELAY_MS, |d| d.value);
-    if delay_ms > max_delay_ms {
+    // Compared only when both are valid or defaulted: a wrong one is already reported.
+    let valid = |key: &str, parsed: bool| parsed || get(map, key).is_none();
+    if delay_ms > max_delay_ms
+        && valid("delayMs", delay.is_some())
+        && valid("maxDelayMs", max_delay.is_some())
+    {
         // Point at whichever of the two was written (the other is its default).
         let span = delay.as_ref().map_or_else(
             || max_delay.as_ref().map_or(node.span, |m| m.span),
@@ -553,27 +558,25 @@ fn refuse_on_error(
     }
     let why = match k {
         FailureKind::Route => {
-            "`route` (a switch with no match) is a graph bug and is never caught".to_string()
+            Some("`route` (a switch with no match) is a graph bug and is never caught".to_string())
         }
         FailureKind::Declined | FailureKind::Unavailable => {
-            format!("only ask nodes fail with `{k}`")
+            Some(format!("only ask nodes fail with `{k}`"))
         }
-        FailureKind::Schema => "only `server: self` calls fail with `schema`".to_string(),
-        FailureKind::Timeout if matches!(kind, NodeType::Mcp | NodeType::Ask) => {
-            "without `timeoutMs` it has no timeout of its own: only the run's deadline, a limit that is never caught".to_string()
-        }
-        _ => format!(
-            "this {} node never fails with `{k}`",
-            kind.name()
+        FailureKind::Schema => Some("only `server: self` calls fail with `schema`".to_string()),
+        FailureKind::Timeout if matches!(kind, NodeType::Mcp | NodeType::Ask) => Some(
+            "without `timeoutMs` it has no timeout of its own: only the run's deadline, a limit that is never caught".to_string(),
         ),
+        _ => None,
     };
-    let help = if can.is_empty() {
-        format!(
-            "{why}; as written, this {} node cannot fail at all",
-            kind.name()
-        )
+    let can = if can.is_empty() {
+        format!("as written, this {} node cannot fail at all", kind.name())
     } else {
-        format!("{why}; this node can fail with {can}")
+        format!("this node can fail with {can}")
+    };
+    let help = match why {
+        Some(why) => format!("{why}; {can}"),
+        None => can,
     };
     Some(Diagnostic::on_error_kinds(
         Span::default(),
