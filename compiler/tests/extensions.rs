@@ -373,3 +373,20 @@ fn free_variables_respect_the_expression_own_bindings() {
         "an expression that does not parse gives nothing"
     );
 }
+
+#[test]
+fn new_nodes_need_next_and_a_map_needs_its_call() {
+    let text = tool(
+        r#"      - { id: entry, type: entry, next: m }
+      - { id: m, type: map, items: '[1]' }
+      - { id: p, type: parallel, branches: { a: { server: web } } }
+      - { id: q, type: ask, message: '"?"', schema: { type: object } }
+      - { id: exit, type: exit }
+"#,
+    );
+    let found = diagnostics(&text);
+    let count = |code: Code| found.iter().filter(|(c, _)| *c == code).count();
+    assert_eq!(count(Code::E0208), 3, "{found:?}");
+    // The map's `server` and `tool`, the branch's `tool`.
+    assert_eq!(count(Code::E0102), 3, "{found:?}");
+}
