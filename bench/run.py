@@ -203,7 +203,7 @@ def replace_fanout(text, block):
         return text[: text.index(FANOUT_START)] + block + text[text.index(FANOUT_END) + len(FANOUT_END):]
     end = "<!-- bench:end -->"
     if end in text:
-        return text[: text.index(end)] + block + "\n" + text[text.index(end):]
+        return text[: text.index(end)] + "\n" + block + "\n" + text[text.index(end):]
     return text.rstrip("\n") + "\n\n" + block + "\n"
 
 
