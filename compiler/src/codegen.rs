@@ -205,18 +205,27 @@ fn typed_tools(tools: &[ToolOutline]) -> TypedTools {
         let input = types.name(&format!("{} input", tool.name), Case::Pascal, "Tool");
         let method = method_names.name(&tool.name, Case::Snake, "tool");
         let empty = Value::Object(Default::default());
-        out.items.push(struct_from_schema(
+        let mut structs = Structs {
+            types: &mut types,
+            items: &mut out.items,
+        };
+        structs.object(
             &input,
+            &format!("{} input", tool.name),
             tool.input_schema.as_ref().unwrap_or(&empty),
             &format!(" Arguments of tool `{}` ({}).", tool.name, tool.location),
-        ));
+            0,
+        );
         let output = tool.output_schema.as_ref().map(|schema| {
-            let output = types.name(&format!("{} output", tool.name), Case::Pascal, "Tool");
-            out.items.push(struct_from_schema(
+            let base = format!("{} output", tool.name);
+            let output = structs.types.name(&base, Case::Pascal, "Tool");
+            structs.object(
                 &output,
+                &base,
                 schema,
                 &format!(" Result of tool `{}` ({}).", tool.name, tool.location),
-            ));
+                0,
+            );
             output
         });
         out.methods.push(tool_method(
@@ -315,27 +324,43 @@ fn tool_method(
 /// The field of an open struct that holds the properties its schema does not name.
 const EXTRA_FIELD: &str = "extra";
 
-/// A struct for an object schema: one field per property (in schema order), `Option` unless
-/// required, typed when the property's schema names a simple type.
-fn struct_from_schema(name: &Ident, schema: &Value, doc: &str) -> TokenStream {
-    let required: Vec<&str> = schema
-        .get("required")
-        .and_then(Value::as_array)
-        .map(|r| r.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    let open = schema.get("additionalProperties") != Some(&Value::Bool(false));
-    let mut fields_scope = Scope::new(if open { &[EXTRA_FIELD] } else { &[] });
-    let fields = schema
-        .get("properties")
-        .and_then(Value::as_object)
-        .into_iter()
-        .flatten()
-        .map(|(prop, prop_schema)| {
+/// How deep nested object schemas become structs of their own; below, JSON values.
+const MAX_NESTED_STRUCTS: usize = 8;
+
+/// The structs of one tool's schemas: each nested object schema with properties becomes a struct
+/// of its own, named after the path to it (`FetchAllOutputItems`), so map and parallel outputs
+/// described by the schema are typed all the way down.
+struct Structs<'a> {
+    types: &'a mut Scope,
+    items: &'a mut Vec<TokenStream>,
+}
+
+impl Structs<'_> {
+    /// A struct for an object schema: one field per property (in schema order), `Option` unless
+    /// required, typed when the property's schema names a type.
+    fn object(&mut self, name: &Ident, base: &str, schema: &Value, doc: &str, depth: usize) {
+        let required: Vec<&str> = schema
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let open = schema.get("additionalProperties") != Some(&Value::Bool(false));
+        let mut fields_scope = Scope::new(if open { &[EXTRA_FIELD] } else { &[] });
+        let mut fields = Vec::new();
+        for (prop, prop_schema) in schema
+            .get("properties")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+        {
             let field = fields_scope.name(prop, Case::Snake, "field");
-            let ty = rust_type(prop_schema);
-            let field_doc = prop_schema.get("description").and_then(Value::as_str).map(|d| format!(" {d}"));
+            let ty = self.rust_type(prop_schema, &format!("{base} {prop}"), depth);
+            let field_doc = prop_schema
+                .get("description")
+                .and_then(Value::as_str)
+                .map(|d| format!(" {d}"));
             let doc_attr = field_doc.map(|d| quote!(#[doc = #d]));
-            if required.contains(&prop.as_str()) {
+            fields.push(if required.contains(&prop.as_str()) {
                 quote! {
                     #doc_attr
                     #[serde(rename = #prop)]
@@ -347,39 +372,55 @@ fn struct_from_schema(name: &Ident, schema: &Value, doc: &str) -> TokenStream {
                     #[serde(rename = #prop, default, skip_serializing_if = "::std::option::Option::is_none")]
                     pub #field: ::std::option::Option<#ty>,
                 }
+            });
+        }
+        let extra_field = format_ident!("{EXTRA_FIELD}");
+        let extra = open.then(|| {
+            quote! {
+                /// Properties the schema does not name.
+                #[serde(flatten)]
+                pub #extra_field: ::mcpgraph_runtime::__private::serde_json::Map<::std::string::String, ::mcpgraph_runtime::__private::serde_json::Value>,
             }
-        })
-        .collect::<Vec<_>>();
-    let extra_field = format_ident!("{EXTRA_FIELD}");
-    let extra = open.then(|| {
-        quote! {
-            /// Properties the schema does not name.
-            #[serde(flatten)]
-            pub #extra_field: ::mcpgraph_runtime::__private::serde_json::Map<::std::string::String, ::mcpgraph_runtime::__private::serde_json::Value>,
-        }
-    });
-    quote! {
-        #[doc = #doc]
-        #[derive(Debug, Clone, PartialEq, Default, ::mcpgraph_runtime::__private::serde::Serialize, ::mcpgraph_runtime::__private::serde::Deserialize)]
-        #[serde(crate = "::mcpgraph_runtime::__private::serde")]
-        pub struct #name {
-            #(#fields)*
-            #extra
-        }
+        });
+        self.items.push(quote! {
+            #[doc = #doc]
+            #[derive(Debug, Clone, PartialEq, Default, ::mcpgraph_runtime::__private::serde::Serialize, ::mcpgraph_runtime::__private::serde::Deserialize)]
+            #[serde(crate = "::mcpgraph_runtime::__private::serde")]
+            pub struct #name {
+                #(#fields)*
+                #extra
+            }
+        });
     }
-}
 
-fn rust_type(schema: &Value) -> TokenStream {
-    let json = quote!(::mcpgraph_runtime::__private::serde_json::Value);
-    match schema.get("type").and_then(Value::as_str) {
-        Some("string") if schema.get("enum").is_none() => quote!(::std::string::String),
-        Some("number") => quote!(f64),
-        Some("integer") => quote!(i64),
-        Some("boolean") => quote!(bool),
-        Some("array") => {
-            let item = schema.get("items").map_or_else(|| json.clone(), rust_type);
-            quote!(::std::vec::Vec<#item>)
+    /// The Rust type of a property's schema; `base` names a struct made for it.
+    fn rust_type(&mut self, schema: &Value, base: &str, depth: usize) -> TokenStream {
+        let json = quote!(::mcpgraph_runtime::__private::serde_json::Value);
+        match schema.get("type").and_then(Value::as_str) {
+            Some("string") if schema.get("enum").is_none() => quote!(::std::string::String),
+            Some("number") => quote!(f64),
+            Some("integer") => quote!(i64),
+            Some("boolean") => quote!(bool),
+            Some("array") => {
+                let item = match schema.get("items") {
+                    Some(items) => self.rust_type(items, &format!("{base} item"), depth),
+                    None => json,
+                };
+                quote!(::std::vec::Vec<#item>)
+            }
+            Some("object")
+                if depth < MAX_NESTED_STRUCTS
+                    && schema
+                        .get("properties")
+                        .and_then(Value::as_object)
+                        .is_some_and(|p| !p.is_empty()) =>
+            {
+                let name = self.types.name(base, Case::Pascal, "Tool");
+                let doc = format!(" The `{base}` object.");
+                self.object(&name, base, schema, &doc, depth + 1);
+                quote!(#name)
+            }
+            _ => json,
         }
-        _ => json,
     }
 }

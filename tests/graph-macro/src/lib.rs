@@ -35,6 +35,9 @@ pub mod extensions {
 pub mod extensions_no_elicitation {
     mcpgraph_runtime::graph!("../conformance/extensions_no_elicitation.yaml");
 }
+pub mod typed_fanout {
+    mcpgraph_runtime::graph!("../graphs/typed_fanout.yaml");
+}
 pub mod confirm_ask {
     mcpgraph_runtime::graph!("../../examples/confirm_ask.yaml");
 }
@@ -60,6 +63,7 @@ pub async fn serve(name: &str) -> Result<(), String> {
         hostile_names,
         extensions,
         extensions_no_elicitation,
-        confirm_ask
+        confirm_ask,
+        typed_fanout
     )
 }

@@ -113,6 +113,30 @@ async fn graph_macro_programs_answer_asks() {
     assert_eq!(out.reason.as_deref(), Some("the answer was no"));
 }
 
+/// Map and parallel outputs get struct types where the output schema describes them: nested
+/// objects and arrays of objects are structs of their own, not JSON values.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn map_and_parallel_outputs_are_typed() {
+    use mcpgraph_graph_macro_corpus::typed_fanout::*;
+    let graph = Graph::new().expect("the graph loads");
+    let out: SquaresOutput = graph
+        .squares(&SquaresInput {
+            n: 3,
+            ..Default::default()
+        })
+        .await
+        .expect("squares");
+    let squares: Vec<i64> = out
+        .results
+        .iter()
+        .map(|r: &SquaresOutputResultsItem| r.square)
+        .collect();
+    assert_eq!(squares, [1, 4, 9]);
+    let ends: &SquaresOutputEnds = &out.ends;
+    let first: &SquaresOutputEndsFirst = &ends.first;
+    assert_eq!((first.square, ends.last.square), (1, 9));
+}
+
 #[test]
 fn hostile_names_are_served_under_their_own_names() {
     corpus(&project_root().join("tests/graphs"), "hostile_names");
