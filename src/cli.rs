@@ -302,8 +302,10 @@ fn call(args: CallArgs) -> ExitCode {
             eprintln!("{line}");
         }) as mcpgraph_runtime::NodeObserver
     });
+    // Without answers nobody can be asked: asks are unavailable before their message is
+    // evaluated, as for a client without elicitation.
     let asker = match answers(&args.answers) {
-        Ok(asker) => asker,
+        Ok(asker) => (!args.answers.is_empty()).then_some(asker),
         Err(message) => {
             eprintln!("error: {message}");
             return ExitCode::from(2);
@@ -311,7 +313,7 @@ fn call(args: CallArgs) -> ExitCode {
     };
     let options = mcpgraph_runtime::CallOptions {
         observer,
-        asker: Some(asker),
+        asker,
         ..Default::default()
     };
     let outcome = mcpgraph_runtime::call_once(graph, &args.tool, arguments, options);
@@ -443,22 +445,24 @@ fn answers(specs: &[String]) -> Result<mcpgraph_runtime::Asker, String> {
         queue.entry(node.to_string()).or_default().push_back(answer);
     }
     let queue = std::sync::Mutex::new(queue);
-    Ok(std::sync::Arc::new(move |question: mcpgraph_runtime::Question| {
-        let next = queue
-            .lock()
-            .ok()
-            .and_then(|mut q| q.get_mut(&question.node).and_then(VecDeque::pop_front));
-        let outcome = match next {
-            Some(Answer::Accept(content)) => Ok(content),
-            Some(Answer::Decline) => Err(mcpgraph_runtime::Refusal::declined(
-                "The person declined (--answer)",
-            )),
-            None => Err(mcpgraph_runtime::Refusal::unavailable(format!(
-                "Nobody can answer: mcpgraph call has no --answer for node \"{}\"",
-                question.node
-            ))),
-        };
-        Box::pin(std::future::ready(outcome))
-            as std::pin::Pin<Box<dyn Future<Output = _> + Send>>
-    }))
+    Ok(std::sync::Arc::new(
+        move |question: mcpgraph_runtime::Question| {
+            let next = queue
+                .lock()
+                .ok()
+                .and_then(|mut q| q.get_mut(&question.node).and_then(VecDeque::pop_front));
+            let outcome = match next {
+                Some(Answer::Accept(content)) => Ok(content),
+                Some(Answer::Decline) => Err(mcpgraph_runtime::Refusal::declined(
+                    "The person declined (--answer)",
+                )),
+                None => Err(mcpgraph_runtime::Refusal::unavailable(format!(
+                    "Nobody can answer: mcpgraph call has no --answer for node \"{}\"",
+                    question.node
+                ))),
+            };
+            Box::pin(std::future::ready(outcome))
+                as std::pin::Pin<Box<dyn Future<Output = _> + Send>>
+        },
+    ))
 }

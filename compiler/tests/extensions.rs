@@ -390,3 +390,32 @@ fn new_nodes_need_next_and_a_map_needs_its_call() {
     // The map's `server` and `tool`, the branch's `tool`.
     assert_eq!(count(Code::E0102), 3, "{found:?}");
 }
+
+/// An ask schema says what to ask for (`properties`), and a string's `format` is one the
+/// protocol defines: otherwise no client could be asked, and every run would be `unavailable`.
+#[test]
+fn ask_schemas_the_protocol_cannot_carry_are_errors() {
+    let text = tool(
+        r#"      - { id: entry, type: entry, next: a }
+      - { id: a, type: ask, message: '"?"', schema: { type: object }, next: b }
+      - { id: b, type: ask, message: '"?"', schema: { type: object, properties: { h: { type: string, format: hostname }, d: { type: string, format: date } } }, next: exit }
+      - { id: exit, type: exit }
+"#,
+    );
+    let found = diagnostics(&text);
+    assert!(
+        found.iter().any(|(c, s)| *c == Code::E0609 && s == "type"),
+        "{found:?}"
+    );
+    assert!(
+        found
+            .iter()
+            .any(|(c, s)| *c == Code::E0609 && s == "hostname"),
+        "{found:?}"
+    );
+    assert_eq!(
+        found.iter().filter(|(c, _)| *c == Code::E0609).count(),
+        2,
+        "{found:?}"
+    );
+}

@@ -180,6 +180,16 @@ struct Run<'a> {
     /// Put before node ids in reports: empty for the call's own tool, `call › double.` for a
     /// callee.
     prefix: String,
+    /// The end of the `server: self` attempt this run is (or is inside of), looked at between
+    /// nodes: a callee that never waits still stops at its caller's `timeoutMs`.
+    attempt: Option<AttemptDeadline>,
+}
+
+/// When a `self` call's attempt times out, and what its failure then says.
+#[derive(Debug, Clone)]
+struct AttemptDeadline {
+    at: Instant,
+    message: String,
 }
 
 /// How many times `maxValueBytes` the outputs a run holds in its history may take together.
@@ -211,7 +221,7 @@ pub async fn run(
         watched: watch.is_some(),
     };
     let outcome = session
-        .run_tool(tool, to_jvalue(&Value::Object(args)), String::new())
+        .run_tool(tool, to_jvalue(&Value::Object(args)), String::new(), None)
         .await;
     drop(watch);
     outcome
@@ -224,9 +234,11 @@ impl<'a> Session<'a> {
         tool: usize,
         arguments: JValue,
         prefix: String,
+        attempt: Option<AttemptDeadline>,
     ) -> LocalBoxFuture<'a, Result<JValue, RunError>> {
         async move {
-            let run = self.start(tool, arguments, prefix);
+            let mut run = self.start(tool, arguments, prefix);
+            run.attempt = attempt;
             run.execute().await
         }
         .boxed_local()
@@ -247,6 +259,7 @@ impl<'a> Session<'a> {
             arguments,
             held_bytes: Cell::new(0),
             prefix,
+            attempt: None,
         }
     }
 
@@ -362,6 +375,7 @@ impl<'a> Session<'a> {
         &'a self,
         call: &'a Call,
         label: &str,
+        inherited: Option<&AttemptDeadline>,
         args: impl Fn() -> Result<Map<String, Value>, NodeFailure>,
     ) -> Result<(JValue, Option<u32>), NodeFailure> {
         let retry = call.retry.as_ref();
@@ -369,7 +383,7 @@ impl<'a> Session<'a> {
         let mut attempt = 1;
         loop {
             let outcome = match args() {
-                Ok(arguments) => self.attempt(call, label, arguments).await,
+                Ok(arguments) => self.attempt(call, label, inherited, arguments).await,
                 Err(failure) => Err(failure),
             };
             let mut failure = match outcome {
@@ -405,6 +419,7 @@ impl<'a> Session<'a> {
         &'a self,
         call: &'a Call,
         label: &str,
+        inherited: Option<&AttemptDeadline>,
         arguments: Map<String, Value>,
     ) -> Result<JValue, NodeFailure> {
         match call.target {
@@ -424,11 +439,22 @@ impl<'a> Session<'a> {
                     .await
             }
             Target::SelfTool(callee) => {
-                let tool = call.tool.clone();
+                let timed_out =
+                    |ms: u64| format!("Call of tool \"{}\" timed out (timeoutMs {ms})", call.tool);
+                let own = call.timeout_ms.map(|ms| AttemptDeadline {
+                    at: Instant::now() + Duration::from_millis(ms),
+                    message: timed_out(ms),
+                });
+                // The earlier of this attempt's end and the end of the attempt it runs inside.
+                let deadline = match (own, inherited) {
+                    (Some(own), Some(outer)) if outer.at < own.at => Some(outer.clone()),
+                    (Some(own), _) => Some(own),
+                    (None, outer) => outer.cloned(),
+                };
                 self.bounded(
                     call.timeout_ms,
-                    |ms| format!("Call of tool \"{tool}\" timed out (timeoutMs {ms})"),
-                    self.call_self(callee, arguments, label),
+                    timed_out,
+                    self.call_self(callee, arguments, label, deadline),
                 )
                 .await
             }
@@ -442,6 +468,7 @@ impl<'a> Session<'a> {
         callee: usize,
         arguments: Map<String, Value>,
         label: &str,
+        attempt: Option<AttemptDeadline>,
     ) -> Result<JValue, NodeFailure> {
         let tool = &self.program.tools[callee];
         let name = &tool.ir.name;
@@ -457,8 +484,15 @@ impl<'a> Session<'a> {
             .into());
         }
         let prefix = format!("{label} › {name}.");
-        let value = match self.run_tool(callee, to_jvalue(&arguments), prefix).await {
+        let value = match self
+            .run_tool(callee, to_jvalue(&arguments), prefix, attempt)
+            .await
+        {
             Ok(value) => value,
+            // The attempt's time ran out between the callee's nodes.
+            Err(e) if e.node.is_none() && e.kind() == FailureKind::Timeout => {
+                return Err(Failure::new(FailureKind::Timeout, e.failure.message).into());
+            }
             // Limits and cancellation end the caller's run too, with the callee's words.
             Err(e) if interrupting(e.kind()) => return Err(NodeFailure::ending(e.failure)),
             Err(e) => return Err(Failure::new(FailureKind::Tool, e.to_string()).into()),
@@ -574,6 +608,13 @@ impl<'a> Run<'a> {
         if self.session.env.cancel.is_cancelled() {
             return Err(self.between_nodes(cancelled()));
         }
+        if let Some(attempt) = &self.attempt
+            && Instant::now() >= attempt.at
+        {
+            return Err(
+                self.between_nodes(Failure::new(FailureKind::Timeout, attempt.message.clone()))
+            );
+        }
         Ok(())
     }
 
@@ -635,6 +676,10 @@ impl<'a> Run<'a> {
         if interrupted {
             if let Some(limit) = self.session.node_limit() {
                 return Err(self.between_nodes(limit));
+            }
+            // A size bound the node reached: the node's limit, never routed.
+            if failure.kind == FailureKind::Limit && !failure.message.is_empty() {
+                return Err(self.node_error(node, failure));
             }
             // Only the deadline and cancellation interrupt a node, and neither happened: keep
             // the message, as an expression's failure.
@@ -801,7 +846,7 @@ impl<'a> Run<'a> {
         let label = self.label(&node.id);
         let (value, attempts) = self
             .session
-            .call(call, &label, || {
+            .call(call, &label, self.attempt.as_ref(), || {
                 self.arguments(&call.args, &self.jsonata, &context)
             })
             .await?;
@@ -824,36 +869,39 @@ impl<'a> Run<'a> {
             JValue::Array(values) => values.iter().cloned().collect(),
             other => vec![other],
         };
-        let work = items
-            .into_iter()
-            .enumerate()
-            .map(|(index, item)| {
-                let label = format!("{}[{index}]", self.label(&node.id));
-                let context = &context;
-                async move {
-                    let bindings = vec![
-                        ("item".to_string(), item),
-                        ("index".to_string(), JValue::Number(index as f64)),
-                    ];
-                    // Each item evaluates its args with `$item` and `$index` bound, over the
-                    // history as it stood when the map started.
-                    let jsonata = RefCell::new(self.session.evaluator(&self.history, bindings));
-                    let outcome = self
-                        .session
-                        .call(call, &label, || {
-                            self.arguments(&call.args, &jsonata, context)
-                        })
-                        .await;
-                    (label, outcome)
-                }
-            })
-            .collect();
+        let count = items.len();
+        // Built lazily: only the items in flight exist as futures.
+        let work = items.into_iter().enumerate().map(|(index, item)| {
+            let label = format!("{}[{index}]", self.label(&node.id));
+            let context = &context;
+            async move {
+                let bindings = vec![
+                    ("item".to_string(), item),
+                    ("index".to_string(), JValue::Number(index as f64)),
+                ];
+                // Each item evaluates its args with `$item` and `$index` bound, over the
+                // history as it stood when the map started.
+                let jsonata = RefCell::new(self.session.evaluator(&self.history, bindings));
+                let outcome = self
+                    .session
+                    .call(call, &label, self.attempt.as_ref(), || {
+                        self.arguments(&call.args, &jsonata, context)
+                    })
+                    .await;
+                (label, outcome)
+            }
+        });
         let outputs = self
-            .fan_out(node, work, concurrency as usize, on_item_error, |i| {
-                format!("item {i}")
-            })
+            .fan_out(
+                node,
+                count,
+                work,
+                concurrency as usize,
+                on_item_error,
+                |i| format!("item {i}"),
+            )
             .await?;
-        let value = outputs.into_iter().flatten().map(|(_, v)| v).collect();
+        let value = outputs.into_iter().flatten().collect();
         Ok((JValue::array(value), node.next, None))
     }
 
@@ -865,121 +913,89 @@ impl<'a> Run<'a> {
         on_item_error: OnItemError,
     ) -> Step {
         let context = self.context();
-        let work = branches
-            .iter()
-            .map(|branch| {
-                let label = format!("{}.{}", self.label(&node.id), branch.name);
-                let context = &context;
-                async move {
-                    let outcome = self
-                        .session
-                        .call(&branch.call, &label, || {
-                            self.arguments(&branch.call.args, &self.jsonata, context)
-                        })
-                        .await;
-                    (label, outcome)
-                }
-            })
-            .collect();
+        let work = branches.iter().map(|branch| {
+            let label = format!("{}.{}", self.label(&node.id), branch.name);
+            let context = &context;
+            async move {
+                let outcome = self
+                    .session
+                    .call(&branch.call, &label, self.attempt.as_ref(), || {
+                        self.arguments(&branch.call.args, &self.jsonata, context)
+                    })
+                    .await;
+                (label, outcome)
+            }
+        });
         let outputs = self
-            .fan_out(node, work, branches.len().max(1), on_item_error, |i| {
-                format!("branch {}", branches[i].name)
-            })
+            .fan_out(
+                node,
+                branches.len(),
+                work,
+                branches.len().max(1),
+                on_item_error,
+                |i| format!("branch {}", branches[i].name),
+            )
             .await?;
         let mut object = indexmap::IndexMap::new();
         for (i, output) in outputs.into_iter().enumerate() {
-            if let Some((_, value)) = output {
+            if let Some(value) = output {
                 object.insert(branches[i].name.clone(), value);
             }
         }
         Ok((JValue::object(object), node.next, None))
     }
 
-    /// Runs `work` (one future per item or branch) at most `limit` at a time. Each item's
-    /// output, in input order: `None` where a failed item is skipped; a kept failure holds its
-    /// error object. With `fail`, the first failure stops new items, cancels those in flight
-    /// (dropping them tells the downstream), and fails the node with the lowest failed index.
+    /// Runs `work` (`count` futures, one per item or branch, made as they start) at most
+    /// `limit` at a time. Each item's output, in input order: `None` where a failed item is
+    /// skipped; a kept failure holds its error object. With `fail`, the first failure stops new
+    /// items, cancels those in flight (dropping them tells the downstream), and fails the node
+    /// with the lowest failed index. The outputs together may take `maxValueBytes`, checked as
+    /// they arrive.
     async fn fan_out<F>(
         &self,
         node: &Node,
-        work: Vec<F>,
+        count: usize,
+        work: impl Iterator<Item = F>,
         limit: usize,
         on_item_error: OnItemError,
         name: impl Fn(usize) -> String,
-    ) -> Result<Vec<Option<(String, JValue)>>, NodeFailure>
+    ) -> Result<Vec<Option<JValue>>, NodeFailure>
     where
         F: Future<Output = (String, Result<(JValue, Option<u32>), NodeFailure>)>,
     {
-        let count = work.len();
-        let mut pending = work.into_iter().enumerate();
+        let mut pending = work.enumerate();
         let mut in_flight = FuturesUnordered::new();
-        let mut outputs: Vec<Option<(String, JValue)>> = vec![None; count];
-        let mut failures: Vec<(usize, NodeFailure)> = Vec::new();
+        let mut state = FanOut {
+            outputs: vec![None; count],
+            failures: Vec::new(),
+            bytes: 0,
+        };
         let started = |(index, future): (usize, F)| {
             let start = self.session.started.elapsed();
             future.map(move |(label, outcome)| (index, start, label, outcome))
         };
         loop {
-            while failures.is_empty() && in_flight.len() < limit {
+            while state.failures.is_empty() && in_flight.len() < limit {
                 match pending.next() {
                     Some(item) => in_flight.push(started(item)),
                     None => break,
                 }
             }
-            let Some((index, start, label, outcome)) = in_flight.next().await else {
+            let Some(done) = in_flight.next().await else {
                 break;
             };
-            let duration = self.session.started.elapsed() - start;
-            match outcome {
-                Ok((value, attempts)) => {
-                    // An undefined output keeps its place as null.
-                    let value = if value.is_undefined() {
-                        JValue::Null
-                    } else {
-                        value
-                    };
-                    self.session.report(
-                        &label,
-                        node.kind.type_name(),
-                        (start, duration),
-                        &value,
-                        attempts,
-                        None,
-                    );
-                    outputs[index] = Some((label, value));
-                }
-                Err(failure) if failure.interrupts() => return Err(failure),
-                Err(failure) => {
-                    let error = item_error(&failure, &node.id, index, &name(index));
-                    self.session.report(
-                        &label,
-                        node.kind.type_name(),
-                        (start, duration),
-                        &error,
-                        failure.attempts,
-                        Some(failure.failure.kind),
-                    );
-                    match on_item_error {
-                        OnItemError::Fail => failures.push((index, failure)),
-                        OnItemError::Skip => {}
-                        OnItemError::Keep => outputs[index] = Some((label, error)),
-                    }
-                }
-            }
-            if !failures.is_empty() {
-                // Items that finished meanwhile count; the others are cancelled.
-                while let Some(Some((index, _, _, Err(failure)))) = in_flight.next().now_or_never()
-                {
-                    if failure.interrupts() {
-                        return Err(failure);
-                    }
-                    failures.push((index, failure));
+            self.settle(node, on_item_error, &name, &mut state, done)?;
+            if !state.failures.is_empty() {
+                // Items that finished meanwhile count (and are reported); the others are
+                // cancelled.
+                while let Some(Some(done)) = in_flight.next().now_or_never() {
+                    self.settle(node, on_item_error, &name, &mut state, done)?;
                 }
                 break;
             }
         }
         drop(in_flight);
-        match failures.into_iter().min_by_key(|(index, _)| *index) {
+        match state.failures.into_iter().min_by_key(|(index, _)| *index) {
             Some((index, failure)) => Err(NodeFailure {
                 failure: Failure {
                     message: format!("{}: {}", name(index), failure.failure.message),
@@ -988,8 +1004,70 @@ impl<'a> Run<'a> {
                 attempts: failure.attempts,
                 ends_run: false,
             }),
-            None => Ok(outputs),
+            None => Ok(state.outputs),
         }
+    }
+
+    /// One finished item or branch: reported, then kept, skipped or counted as the failure.
+    fn settle(
+        &self,
+        node: &Node,
+        on_item_error: OnItemError,
+        name: &impl Fn(usize) -> String,
+        state: &mut FanOut,
+        (index, start, label, outcome): FanOutDone,
+    ) -> Result<(), NodeFailure> {
+        let duration = self.session.started.elapsed() - start;
+        let kept = match outcome {
+            Ok((value, attempts)) => {
+                // An undefined output keeps its place as null.
+                let value = if value.is_undefined() {
+                    JValue::Null
+                } else {
+                    value
+                };
+                let times = (start, duration);
+                self.session
+                    .report(&label, node.kind.type_name(), times, &value, attempts, None);
+                Some(value)
+            }
+            Err(failure) if failure.interrupts() => return Err(failure),
+            Err(failure) => {
+                let error = item_error(&failure, &node.id, index, &name(index));
+                self.session.report(
+                    &label,
+                    node.kind.type_name(),
+                    (start, duration),
+                    &error,
+                    failure.attempts,
+                    Some(failure.failure.kind),
+                );
+                match on_item_error {
+                    OnItemError::Fail => {
+                        state.failures.push((index, failure));
+                        None
+                    }
+                    OnItemError::Skip => None,
+                    OnItemError::Keep => Some(error),
+                }
+            }
+        };
+        if let Some(value) = kept {
+            let cap = self.session.limits.max_value_bytes;
+            state.bytes = state.bytes.saturating_add(json_size(&value, cap));
+            if state.bytes > cap {
+                return Err(Failure::new(
+                    FailureKind::Limit,
+                    format!(
+                        "Execution limit exceeded: maximum value size ({cap} bytes) reached: the output takes at least {} bytes",
+                        state.bytes
+                    ),
+                )
+                .into());
+            }
+            state.outputs[index] = Some(value);
+        }
+        Ok(())
     }
 
     /// `ask`: the person's answer, through the client's elicitation (extensions §7).
@@ -1046,6 +1124,22 @@ impl<'a> Run<'a> {
         Ok((value, node.next, None))
     }
 }
+
+/// What a fan-out has gathered so far.
+struct FanOut {
+    outputs: Vec<Option<JValue>>,
+    failures: Vec<(usize, NodeFailure)>,
+    /// The size of the outputs kept, as JSON text.
+    bytes: u64,
+}
+
+/// A finished item: its index, start, label and outcome.
+type FanOutDone = (
+    usize,
+    Duration,
+    String,
+    Result<(JValue, Option<u32>), NodeFailure>,
+);
 
 /// An accepted answer must match the question's schema: else `declined`, saying why.
 fn check_answer(schema: &Value, content: &Value) -> Result<(), NodeFailure> {
@@ -1178,7 +1272,7 @@ fn evaluate_template(
             let bytes = json_size(&value, max_bytes);
             if bytes > max_bytes {
                 return Err(EvalError {
-                    code: None,
+                    code: Some("U1010".to_string()),
                     message: format!(
                         "Execution limit exceeded: maximum value size ({max_bytes} bytes) reached: the argument takes at least {bytes} bytes"
                     ),

@@ -67,7 +67,8 @@ impl EvalError {
     /// two apart by its clock) is not an expression's failure.
     pub fn kind(&self) -> FailureKind {
         match self.code.as_deref() {
-            Some("D1012") => FailureKind::Limit,
+            // D1012: the time limit; U1010: a size-checked built-in reached `maxValueBytes`.
+            Some("D1012" | "U1010") => FailureKind::Limit,
             Some("U1003") => FailureKind::Cancelled,
             _ => FailureKind::Expression,
         }

@@ -314,7 +314,10 @@ fn progress_observer(context: &RequestContext<RoleServer>) -> Option<ProgressFor
 fn elicitation(context: &RequestContext<RoleServer>) -> Option<Asker> {
     let info = context.peer.peer_info()?;
     info.capabilities.elicitation.as_ref()?;
-    if info.protocol_version >= rmcp::model::ProtocolVersion::V_2026_07_28 {
+    let version = context
+        .protocol_version()
+        .unwrap_or_else(|| info.protocol_version.clone());
+    if version >= rmcp::model::ProtocolVersion::V_2026_07_28 {
         return None;
     }
     let peer = context.peer.clone();
@@ -324,14 +327,10 @@ fn elicitation(context: &RequestContext<RoleServer>) -> Option<Asker> {
     }))
 }
 
-async fn ask_client(
-    peer: rmcp::Peer<RoleServer>,
-    question: Question,
-) -> Result<Value, Refusal> {
+async fn ask_client(peer: rmcp::Peer<RoleServer>, question: Question) -> Result<Value, Refusal> {
     use rmcp::model::{ClientResult, ElicitRequest, ElicitRequestParams, ElicitationAction};
-    let schema = serde_json::from_value(question.schema).map_err(|e| {
-        Refusal::unavailable(format!("The question's schema cannot be sent: {e}"))
-    })?;
+    let schema = serde_json::from_value(question.schema)
+        .map_err(|e| Refusal::unavailable(format!("The question's schema cannot be sent: {e}")))?;
     let params = ElicitRequestParams::FormElicitationParams {
         meta: None,
         message: question.message,
@@ -365,7 +364,9 @@ async fn ask_client(
             "The client answered with an error: MCP error {}: {}",
             e.code.0, e.message
         ))),
-        Err(e) => Err(Refusal::declined(format!("The question got no answer: {e}"))),
+        Err(e) => Err(Refusal::declined(format!(
+            "The question got no answer: {e}"
+        ))),
     }
 }
 

@@ -4,8 +4,7 @@
 
 use mcpgraph_compiler::{SourceFile, compile};
 use mcpgraph_runtime::{
-    Asker, CallError, CallOptions, Engine, FailureKind, NodeObserver, NodeReport, Question,
-    Refusal,
+    Asker, CallError, CallOptions, Engine, FailureKind, NodeObserver, NodeReport, Question, Refusal,
 };
 use serde_json::{Map, Value, json};
 use std::path::PathBuf;
@@ -135,7 +134,12 @@ fn retries_give_up_with_the_kind_and_the_attempts() {
     let engine = Engine::load(graph(tools, "")).unwrap();
     let rt = runtime();
     let out = rt
-        .block_on(engine.call("flaky", args(json!({"key": "few"})), Default::default(), None))
+        .block_on(engine.call(
+            "flaky",
+            args(json!({"key": "few"})),
+            Default::default(),
+            None,
+        ))
         .unwrap();
     assert_eq!(out["error"]["kind"], "tool", "{out}");
     assert_eq!(out["error"]["attempts"], 2, "{out}");
@@ -152,7 +156,12 @@ fn retries_give_up_with_the_kind_and_the_attempts() {
     let not_listed = tools.replace("kinds: [tool]", "kinds: [timeout]");
     let engine = Engine::load(graph(&not_listed, "")).unwrap();
     let out = rt
-        .block_on(engine.call("flaky", args(json!({"key": "once"})), Default::default(), None))
+        .block_on(engine.call(
+            "flaky",
+            args(json!({"key": "once"})),
+            Default::default(),
+            None,
+        ))
         .unwrap();
     assert_eq!(out["error"]["attempts"], 1, "{out}");
     rt.block_on(engine.shutdown());
@@ -188,7 +197,11 @@ fn a_timed_out_call_is_cancelled_downstream() {
     );
     assert!(elapsed < Duration::from_secs(1), "{elapsed:?}");
     let seen = rt.block_on(received(&engine));
-    assert_eq!(seen["cancelled"].as_array().map(Vec::len), Some(1), "{seen}");
+    assert_eq!(
+        seen["cancelled"].as_array().map(Vec::len),
+        Some(1),
+        "{seen}"
+    );
     rt.block_on(engine.shutdown());
 }
 
@@ -243,7 +256,11 @@ fn a_failed_item_cancels_the_items_in_flight() {
     // The three naps were abandoned: their cancellations reach the mock (in order, before the
     // `received` request itself, on the same connection).
     let seen = rt.block_on(received(&engine));
-    assert_eq!(seen["cancelled"].as_array().map(Vec::len), Some(3), "{seen}");
+    assert_eq!(
+        seen["cancelled"].as_array().map(Vec::len),
+        Some(3),
+        "{seen}"
+    );
     rt.block_on(engine.shutdown());
 }
 
@@ -296,11 +313,7 @@ fn asks_are_answered_by_the_asker() {
         ..Default::default()
     };
     let call = |options: CallOptions| -> Result<Value, CallError> {
-        rt.block_on(engine.call_with(
-            "confirm",
-            args(json!({"files": ["a", "b"]})),
-            options,
-        ))
+        rt.block_on(engine.call_with("confirm", args(json!({"files": ["a", "b"]})), options))
     };
     assert_eq!(call(options.clone()).unwrap(), json!({"ok": true}));
     assert_eq!(asked.lock().unwrap()[0], "Delete 2 files?");
@@ -347,16 +360,96 @@ fn self_calls_share_the_node_limit() {
       - { id: t, type: transform, transform: { expr: '1' }, next: exit }
       - { id: exit, type: exit }
 "#;
-    let engine = Engine::load(graph(tools, "executionLimits: { maxNodeExecutions: 10 }\n")).unwrap();
+    let engine =
+        Engine::load(graph(tools, "executionLimits: { maxNodeExecutions: 10 }\n")).unwrap();
     let rt = runtime();
     let error = rt
         .block_on(engine.call("outer", Map::new(), Default::default(), None))
         .expect_err("the node limit ends the run");
     assert_eq!(error.kind(), FailureKind::Limit, "{error}");
     assert!(
-        error
-            .to_string()
-            .starts_with("tool \"outer\": Execution limit exceeded: maximum node executions (10) reached"),
+        error.to_string().starts_with(
+            "tool \"outer\": Execution limit exceeded: maximum node executions (10) reached"
+        ),
+        "{error}"
+    );
+}
+
+/// A `timeoutMs` on a `server: self` call stops a callee that never waits, between its nodes:
+/// kind `timeout`, routed like any timeout.
+#[test]
+fn a_self_call_timeout_stops_a_callee_that_never_waits() {
+    let tools = r#"  - name: outer
+    description: d
+    inputSchema: { type: object }
+    nodes:
+      - { id: entry, type: entry, next: call }
+      - { id: call, type: mcp, server: self, tool: spin, args: {}, timeoutMs: 50, onError: exit, next: exit }
+      - { id: exit, type: exit }
+  - name: spin
+    description: loops for a long time without waiting
+    inputSchema: { type: object }
+    nodes:
+      - { id: entry, type: entry, next: step }
+      - { id: step, type: transform, transform: { expr: '$sum([1..20000])' }, next: again }
+      - id: again
+        type: switch
+        conditions:
+          - { rule: { "<": [{ var: '$executionCount("step")' }, 100000] }, target: step }
+        next: exit
+      - { id: exit, type: exit }
+"#;
+    let engine = Engine::load(graph(
+        tools,
+        "executionLimits: { maxNodeExecutions: 1000000, maxExecutionTimeMs: 60000 }\n",
+    ))
+    .unwrap();
+    let rt = runtime();
+    let started = Instant::now();
+    let out = rt
+        .block_on(engine.call("outer", Map::new(), Default::default(), None))
+        .unwrap();
+    assert_eq!(out["error"]["kind"], "timeout", "{out}");
+    assert_eq!(
+        out["error"]["message"], "Call of tool \"spin\" timed out (timeoutMs 50)",
+        "{out}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+/// The outputs a map gathers are bounded by `maxValueBytes` as they arrive: the map fails with
+/// the value-size limit, naming it, and `onError` does not catch a limit.
+#[test]
+fn a_map_gathering_too_much_stops_at_the_value_limit() {
+    let tools = r#"  - name: big
+    description: d
+    inputSchema: { type: object }
+    nodes:
+      - { id: entry, type: entry, next: all }
+      - { id: all, type: map, items: "[1..100]", server: self, tool: chunk, args: {}, onError: exit, next: exit }
+      - { id: exit, type: exit }
+  - name: chunk
+    description: about 400 bytes
+    inputSchema: { type: object }
+    nodes:
+      - { id: entry, type: entry, next: pad }
+      - { id: pad, type: transform, transform: { expr: '{"s": $pad("", 400, "x")}' }, next: exit }
+      - { id: exit, type: exit }
+"#;
+    let engine = Engine::load(graph(tools, "executionLimits: { maxValueBytes: 10000 }\n")).unwrap();
+    let rt = runtime();
+    let error = rt
+        .block_on(engine.call("big", Map::new(), Default::default(), None))
+        .expect_err("the limit is not caught");
+    assert_eq!(error.kind(), FailureKind::Limit, "{error}");
+    assert!(
+        error.to_string().starts_with(
+            "tool \"big\", node \"all\" (map, limit): Execution limit exceeded: maximum value size (10000 bytes) reached"
+        ),
         "{error}"
     );
 }

@@ -680,7 +680,16 @@ fn ask_schema(schema: &Yaml, node: &str, diags: &mut Vec<Diagnostic>) -> bool {
             "no `type`",
         )),
     }
-    if let Some(properties) = schema.get("properties") {
+    let properties = schema.get("properties");
+    if properties.is_none() {
+        diags.push(Diagnostic::ask_schema(
+            key_span(schema),
+            node,
+            "must list its `properties` (what to ask for)",
+            "no `properties`",
+        ));
+    }
+    if let Some(properties) = properties {
         match properties.as_map() {
             None => diags.push(Diagnostic::ask_schema(
                 properties.span,
@@ -723,6 +732,21 @@ fn ask_schema(schema: &Yaml, node: &str, diags: &mut Vec<Diagnostic>) -> bool {
                             "not a primitive property",
                         ));
                         continue;
+                    }
+                    // The protocol's string formats (MCP elicitation, 2025-06-18 and later).
+                    const FORMATS: &[&str] = &["email", "uri", "date", "date-time"];
+                    if ty.and_then(Yaml::as_str) == Some("string")
+                        && let Some(format) = prop.get("format")
+                        && !format.as_str().is_some_and(|f| FORMATS.contains(&f))
+                    {
+                        diags.push(Diagnostic::ask_schema(
+                            format.span,
+                            node,
+                            format!(
+                                "property `{name}`: an asked string's `format` is one of email, uri, date, date-time"
+                            ),
+                            "not a format the protocol allows",
+                        ));
                     }
                     if ty.and_then(Yaml::as_str) != Some("string") {
                         for word in ["enum", "format"] {
