@@ -65,6 +65,9 @@ const RECEIVED_TOOL: &str = r#"  - name: received
       - { id: exit, type: exit }
 "#;
 
+/// What an observer saw: each report's node and attempts.
+type Reports = Vec<(String, Option<u32>)>;
+
 /// Each wait is `delayMs × backoffRate^(n-1)`: three failures before success mean waits of 100,
 /// 200 and 400 ms, so the call takes at least 700 ms; the success carries the attempt count.
 #[test]
@@ -84,7 +87,7 @@ fn retries_wait_the_configured_backoff() {
       - { id: exit, type: exit }
 "#;
     let engine = Engine::load(graph(tools, "")).unwrap();
-    let reports: Arc<Mutex<Vec<(String, Option<u32>)>>> = Arc::default();
+    let reports: Arc<Mutex<Reports>> = Arc::default();
     let seen = reports.clone();
     let observer: NodeObserver = Arc::new(move |r: &NodeReport<'_>| {
         seen.lock().unwrap().push((r.node.to_string(), r.attempts));

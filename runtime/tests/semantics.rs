@@ -128,7 +128,10 @@ fn a_non_string_node_name_is_an_error_naming_the_function() {
         ),
         "{error}"
     );
-    assert!(error.contains("node \"t\" (transform, expression)"), "{error}");
+    assert!(
+        error.contains("node \"t\" (transform, expression)"),
+        "{error}"
+    );
 }
 
 /// A switch with one rule; the tool answers which way it went.

@@ -92,5 +92,6 @@ fn record(node: NodeId, output: JValue) -> Record {
         output,
         start: Duration::ZERO,
         duration: Duration::ZERO,
+        attempts: None,
     }
 }
