@@ -413,8 +413,8 @@ impl<'a> Session<'a> {
         }
     }
 
-    /// One attempt of a call: bounded by its timeout (covering the server's start on first
-    /// use), the deadline and cancellation. A dropped attempt tells the downstream server.
+    /// One attempt of a call: bounded by its node's timeout (covering the server's start on
+    /// first use), the deadline and cancellation. A dropped attempt tells the downstream server.
     async fn attempt(
         &'a self,
         call: &'a Call,
@@ -435,7 +435,10 @@ impl<'a> Session<'a> {
                         .await
                         .map_err(NodeFailure::from)
                 };
-                self.bounded(Some(timeout_ms), downstream::timed_out, request)
+                // A node's `timeoutMs` bounds the whole attempt, the server's start included
+                // (extensions §9). Without one, the server's `timeoutMs` bounds its
+                // `initialize` and the request each, with their own texts, as before.
+                self.bounded(call.timeout_ms, downstream::timed_out, request)
                     .await
             }
             Target::SelfTool(callee) => {
