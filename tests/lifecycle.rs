@@ -166,6 +166,43 @@ fn progress_notifications_name_items_branches_and_callee_nodes() {
     );
 }
 
+/// An ask nobody answers within its `timeoutMs` is withdrawn: the client gets
+/// `notifications/cancelled` for the elicitation request before the call's result, which is the
+/// `timeout` routed by `onError`.
+#[test]
+fn an_unanswered_ask_is_withdrawn_before_the_result() {
+    let mut server = Mcp::spawn(
+        &["serve", &graph()],
+        &common::root(),
+        &[("MCPGRAPH_MOCK", &mock())],
+    );
+    let init = server.request(
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {"elicitation": {}}, "clientInfo": {"name": "mcpgraph-tests", "version": "1"}}),
+    );
+    assert!(init.get("result").is_some(), "{init}");
+    server.notify("notifications/initialized", json!({}));
+    let id = server.send_request("tools/call", json!({"name": "asks", "arguments": {}}));
+    let answer = server.response(id, Duration::from_secs(10));
+    assert_eq!(
+        structured(&answer),
+        &json!({"kind": "timeout", "message": "No answer within timeoutMs 300"})
+    );
+    // Everything in `pending` arrived before the result.
+    let asked = server
+        .pending
+        .iter()
+        .find(|m| m["method"] == "elicitation/create")
+        .unwrap_or_else(|| panic!("no elicitation request: {:?}", server.pending));
+    assert_eq!(asked["params"]["message"], "Go ahead?");
+    let withdrawn = server
+        .pending
+        .iter()
+        .find(|m| m["method"] == "notifications/cancelled")
+        .unwrap_or_else(|| panic!("no cancellation before the result: {:?}", server.pending));
+    assert_eq!(withdrawn["params"]["requestId"], asked["id"]);
+}
+
 #[test]
 fn progress_notifications_arrive_one_per_node() {
     let mut server = start(None);

@@ -73,7 +73,15 @@ pub struct Question {
     pub message: String,
     /// The flat object schema the answer must match (sent as `requestedSchema`).
     pub schema: Value,
+    /// The ask's `timeoutMs`. An asker that can tell the person the question is withdrawn
+    /// should give up by itself after this long, with [`Refusal::timed_out`], once it has
+    /// done so; the executor abandons the asker [`ASK_GRACE_MS`] later regardless.
+    pub timeout_ms: Option<u64>,
 }
+
+/// How long after an ask's `timeoutMs` the executor stops waiting for an asker that did not give
+/// up by itself.
+pub const ASK_GRACE_MS: u64 = 250;
 
 /// Why an ask got no usable answer: `declined` or `unavailable`, with the reason.
 #[derive(Debug, Clone, PartialEq)]
@@ -96,6 +104,18 @@ impl Refusal {
             message: message.into(),
         }
     }
+
+    /// The question's `timeoutMs` passed without an answer.
+    pub fn timed_out(timeout_ms: u64) -> Refusal {
+        Refusal {
+            kind: FailureKind::Timeout,
+            message: ask_timed_out(timeout_ms),
+        }
+    }
+}
+
+fn ask_timed_out(timeout_ms: u64) -> String {
+    format!("No answer within timeoutMs {timeout_ms}")
 }
 
 /// Answers `ask` nodes: the accepted content, or why not. Dropping the future abandons the
@@ -1108,6 +1128,7 @@ impl<'a> Run<'a> {
             node: node.id.clone(),
             message: text,
             schema: schema.clone(),
+            timeout_ms,
         };
         let answer = async {
             let content = asker(question).await.map_err(|refusal| {
@@ -1119,8 +1140,8 @@ impl<'a> Run<'a> {
         let value = self
             .session
             .bounded(
-                timeout_ms,
-                |ms| format!("No answer within timeoutMs {ms}"),
+                timeout_ms.map(|ms| ms.saturating_add(ASK_GRACE_MS)),
+                |_| ask_timed_out(timeout_ms.unwrap_or_default()),
                 answer,
             )
             .await?;

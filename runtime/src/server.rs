@@ -329,11 +329,11 @@ fn elicitation(context: &RequestContext<RoleServer>) -> Option<Asker> {
 
 async fn ask_client(peer: rmcp::Peer<RoleServer>, question: Question) -> Result<Value, Refusal> {
     use rmcp::model::{ClientResult, ElicitRequest, ElicitRequestParams, ElicitationAction};
-    let schema = serde_json::from_value(question.schema)
+    let schema = serde_json::from_value(question.schema.clone())
         .map_err(|e| Refusal::unavailable(format!("The question's schema cannot be sent: {e}")))?;
     let params = ElicitRequestParams::FormElicitationParams {
         meta: None,
-        message: question.message,
+        message: question.message.clone(),
         requested_schema: schema,
     };
     let request = rmcp::model::ServerRequest::ElicitRequest(ElicitRequest::new(params));
@@ -341,12 +341,32 @@ async fn ask_client(peer: rmcp::Peer<RoleServer>, question: Question) -> Result<
         .send_cancellable_request(request, rmcp::service::PeerRequestOptions::no_options())
         .await
         .map_err(|e| Refusal::unavailable(format!("The question could not be sent: {e}")))?;
-    // Abandoned (the ask's timeout, the run's end): the client is told.
+    let id = handle.id.clone();
+    // Abandoned (the run's end, its cancellation): the client is told, from a task of its own.
     let mut abandoned = Abandoned {
-        peer: Some(peer),
-        id: handle.id.clone(),
+        peer: Some(peer.clone()),
+        id: id.clone(),
     };
-    let response = handle.await_response().await;
+    let timeout = async {
+        match question.timeout_ms {
+            Some(ms) => tokio::time::sleep(std::time::Duration::from_millis(ms)).await,
+            None => std::future::pending().await,
+        }
+    };
+    let response = tokio::select! {
+        response = handle.await_response() => response,
+        // The ask's own timeout: the client is told before the run goes on, so the withdrawal
+        // reaches it before the call's result.
+        () = timeout => {
+            abandoned.peer = None;
+            let param = rmcp::model::CancelledNotificationParam::new(
+                Some(id),
+                Some("no answer in time".to_string()),
+            );
+            let _ = peer.notify_cancelled(param).await;
+            return Err(Refusal::timed_out(question.timeout_ms.unwrap_or_default()));
+        }
+    };
     abandoned.peer = None;
     match response {
         Ok(ClientResult::ElicitResult(result)) => match result.action {
