@@ -921,7 +921,7 @@ impl<'a> Run<'a> {
                 work,
                 concurrency as usize,
                 on_item_error,
-                |i| format!("item {i}"),
+                Places::Items,
             )
             .await?;
         let value = outputs.into_iter().flatten().collect();
@@ -956,7 +956,7 @@ impl<'a> Run<'a> {
                 work,
                 branches.len().max(1),
                 on_item_error,
-                |i| format!("branch {}", branches[i].name),
+                Places::Branches(branches),
             )
             .await?;
         let mut object = indexmap::IndexMap::new();
@@ -981,7 +981,7 @@ impl<'a> Run<'a> {
         work: impl Iterator<Item = F>,
         limit: usize,
         on_item_error: OnItemError,
-        name: impl Fn(usize) -> String,
+        places: Places<'_>,
     ) -> Result<Vec<Option<JValue>>, NodeFailure>
     where
         F: Future<Output = (String, Result<(JValue, Option<u32>), NodeFailure>)>,
@@ -1007,12 +1007,12 @@ impl<'a> Run<'a> {
             let Some(done) = in_flight.next().await else {
                 break;
             };
-            self.settle(node, on_item_error, &name, &mut state, done)?;
+            self.settle(node, on_item_error, places, &mut state, done)?;
             if !state.failures.is_empty() {
                 // Items that finished meanwhile count (and are reported); the others are
                 // cancelled.
                 while let Some(Some(done)) = in_flight.next().now_or_never() {
-                    self.settle(node, on_item_error, &name, &mut state, done)?;
+                    self.settle(node, on_item_error, places, &mut state, done)?;
                 }
                 break;
             }
@@ -1021,7 +1021,7 @@ impl<'a> Run<'a> {
         match state.failures.into_iter().min_by_key(|(index, _)| *index) {
             Some((index, failure)) => Err(NodeFailure {
                 failure: Failure {
-                    message: format!("{}: {}", name(index), failure.failure.message),
+                    message: format!("{}: {}", places.name(index), failure.failure.message),
                     ..failure.failure
                 },
                 attempts: failure.attempts,
@@ -1036,7 +1036,7 @@ impl<'a> Run<'a> {
         &self,
         node: &Node,
         on_item_error: OnItemError,
-        name: &impl Fn(usize) -> String,
+        places: Places<'_>,
         state: &mut FanOut,
         (index, start, label, outcome): FanOutDone,
     ) -> Result<(), NodeFailure> {
@@ -1056,7 +1056,12 @@ impl<'a> Run<'a> {
             }
             Err(failure) if failure.interrupts() => return Err(failure),
             Err(failure) => {
-                let error = item_error(&failure, &node.id, index, &name(index));
+                let error = error_object(
+                    &failure.failure,
+                    &node.id,
+                    failure.attempts,
+                    Some(places.place(index)),
+                );
                 self.session.report(
                     &label,
                     node.kind.type_name(),
@@ -1219,13 +1224,29 @@ fn error_object(
     JValue::object(outer)
 }
 
-/// A failed map item's (`index`) or branch's (`branch`) error object.
-fn item_error(failure: &NodeFailure, node: &str, index: usize, name: &str) -> JValue {
-    let place = match name.strip_prefix("branch ") {
-        Some(branch) => ("branch", JValue::string(branch)),
-        None => ("index", JValue::Number(index as f64)),
-    };
-    error_object(&failure.failure, node, failure.attempts, Some(place))
+/// Where a fan-out's item sits: a map's index, or a parallel's branch.
+#[derive(Clone, Copy)]
+enum Places<'b> {
+    Items,
+    Branches(&'b [mcpgraph_compiler::ir::Branch]),
+}
+
+impl Places<'_> {
+    /// How a whole-node failure names the item: `item 3`, `branch news`.
+    fn name(self, index: usize) -> String {
+        match self {
+            Places::Items => format!("item {index}"),
+            Places::Branches(branches) => format!("branch {}", branches[index].name),
+        }
+    }
+
+    /// The key and value an item's error object carries: `index: 3`, `branch: "news"`.
+    fn place(self, index: usize) -> (&'static str, JValue) {
+        match self {
+            Places::Items => ("index", JValue::Number(index as f64)),
+            Places::Branches(branches) => ("branch", JValue::string(branches[index].name.as_str())),
+        }
+    }
 }
 
 fn cancelled() -> Failure {
