@@ -678,6 +678,24 @@ impl Diagnostic {
         ))
     }
 
+    // ---- E07xx / W07xx: downstream contracts (the lock file) -----------------------------------
+    // Constructors of the contract checks (`check/contracts.rs`) go here, after `lock_file`.
+
+    /// The lock file beside the graph cannot be used; `offset` is a byte offset in it (the caller
+    /// moves the diagnostic into that file with [`Diagnostic::in_file`]).
+    pub fn lock_file(offset: usize, reason: &str) -> Self {
+        Diagnostic::new(
+            Code::E0701,
+            Span::new(offset, offset),
+            format!("the lock file cannot be used: {reason}"),
+            "here",
+        )
+        .with_help("run `mcpgraph lock` to write it again from the live servers")
+    }
+
+    // ---- E08xx / W08xx: types and data references ---------------------------------------------
+    // Constructors of the type checks (`check/types.rs`) go here.
+
     // ---- E05xx: the MCP JSON file (-m) ---------------------------------------------------------
 
     /// `inner`, whose spans are in `file` rather than in the graph file.
@@ -792,6 +810,7 @@ codes! {
     E0611 Error "`server: self` calls form a cycle",
     E0612 Error "a server is named `self` (reserved)",
     E0613 Error "an unknown key is a misspelling of an extension key (`onEror`, `timeoutMS`)",
+    E0701 Error "the lock file beside the graph cannot be used",
 }
 
 impl fmt::Display for Code {

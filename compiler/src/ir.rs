@@ -70,6 +70,10 @@ pub struct Server {
     pub transport: Transport,
     /// Per-request timeout of calls to this server.
     pub timeout_ms: u64,
+    /// The server's contract in the graph's lock file, when it has one: a server compares its
+    /// live `tools/list` with it on first connection and warns of drift.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock: Option<crate::lock::LockedServer>,
 }
 
 pub const DEFAULT_SERVER_TIMEOUT_MS: u64 = 60_000;

@@ -14,6 +14,7 @@ pub mod diagnostics;
 pub mod expr;
 pub mod fuse;
 pub mod ir;
+pub mod lock;
 pub mod logic;
 #[cfg(feature = "codegen")]
 pub mod names;
@@ -41,12 +42,31 @@ impl Checked {
     }
 }
 
-/// Parses and checks a graph file, with the servers of an optional MCP JSON file (`-m`).
+/// Parses and checks a graph file, with the servers of an optional MCP JSON file (`-m`), and no
+/// lock file.
 pub fn compile(file: &SourceFile, mcp_file: Option<&SourceFile>) -> Checked {
+    compile_with(file, mcp_file, None)
+}
+
+/// Parses and checks a graph file, with the servers of an optional MCP JSON file (`-m`) and the
+/// downstream contracts of an optional lock file ([`lock`]): with a lock, calls are checked
+/// against the locked tools and their outputs are typed by the locked output schemas.
+pub fn compile_with(
+    file: &SourceFile,
+    mcp_file: Option<&SourceFile>,
+    lock_file: Option<&SourceFile>,
+) -> Checked {
     let mut diagnostics = Vec::new();
     let extra_servers = mcp_file
         .map(|m| mcp_servers(m, &mut diagnostics))
         .unwrap_or_default();
+    let lock = lock_file.and_then(|l| match lock::Lock::parse(l) {
+        Ok(lock) => Some(lock),
+        Err(d) => {
+            diagnostics.push(d);
+            None
+        }
+    });
     let mut file_diags = Vec::new();
     let graph = match yaml::parse(&file.text) {
         Ok(tree) => {
@@ -56,6 +76,7 @@ pub fn compile(file: &SourceFile, mcp_file: Option<&SourceFile>) -> Checked {
                 &file.text,
                 &file.name,
                 &extra_servers,
+                lock.as_ref(),
                 &mut file_diags,
             )
         }

@@ -3,7 +3,7 @@
 
 use mcpgraph_compiler::codegen::{self, ToolOutline};
 use mcpgraph_compiler::render::{self, Style};
-use mcpgraph_compiler::{SourceFile, ast, compile, yaml};
+use mcpgraph_compiler::{SourceFile, ast, compile_with, yaml};
 use proc_macro::TokenStream;
 
 /// Expands to `struct Graph` (with `Graph::new()`, one `async fn` per tool taking its typed
@@ -26,7 +26,16 @@ pub fn graph(input: TokenStream) -> TokenStream {
             return codegen::graph_error(&message, &[]).into();
         }
     };
-    let checked = compile(&file, None);
+    // The downstream contracts, when the graph has a lock file beside it.
+    let lock = match mcpgraph_compiler::lock::read_beside(&path) {
+        None => None,
+        Some(Ok(lock)) => Some(lock),
+        Some(Err(d)) => {
+            let message = format!("graph!: {}", d.message);
+            return codegen::graph_error(&message, &outline(&file)).into();
+        }
+    };
+    let checked = compile_with(&file, None, lock.as_ref());
     let Some(graph) = &checked.graph else {
         let rendered = render::human_all(&checked, &file, Style::PLAIN);
         return codegen::graph_error(
@@ -42,7 +51,14 @@ pub fn graph(input: TokenStream) -> TokenStream {
                 .into();
         }
     };
-    codegen::graph_items(graph, &json, &path.to_string_lossy()).into()
+    let mut items = codegen::graph_items(graph, &json, &path.to_string_lossy());
+    if lock.is_some() {
+        // A new lock rebuilds the program, as a new graph does.
+        let lock_path = mcpgraph_compiler::lock::lock_path(&path);
+        let lock_path = lock_path.to_string_lossy();
+        items.extend(quote::quote! { const _: &[u8] = include_bytes!(#lock_path); });
+    }
+    items.into()
 }
 
 /// The tools of a graph that does not check, as far as the file can be read: the error stub

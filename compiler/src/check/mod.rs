@@ -16,6 +16,7 @@ pub use servers::{secret_headers, servers};
 use crate::ast::{GraphFile, ServerDecl, ToolDecl};
 use crate::diagnostics::{Diagnostic, LineIndex, Span, did_you_mean};
 use crate::ir::{self, Graph, Limits};
+use crate::lock::Lock;
 use std::collections::HashMap;
 
 /// Checks the typed file. `extra_servers` come from an MCP JSON file (`-m`); on a name clash the
@@ -25,10 +26,17 @@ pub fn check(
     source: &str,
     source_name: &str,
     extra_servers: &[ServerDecl],
+    lock: Option<&Lock>,
     diags: &mut Vec<Diagnostic>,
 ) -> Option<Graph> {
     let errors_before = diags.iter().filter(|d| d.is_error()).count();
-    let servers = servers(&file.servers, extra_servers, diags);
+    let mut servers = servers(&file.servers, extra_servers, diags);
+    // The run-time drift check compares each server's live tools with these.
+    if let Some(lock) = lock {
+        for server in &mut servers {
+            server.lock = lock.servers.get(&server.name).cloned();
+        }
+    }
     let server_names: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
 
     // Positions of nodes and tools, for the IR: one index, not a scan per node.
@@ -67,6 +75,7 @@ pub fn check(
             self_tools: &self_tools,
             entry: None,
             item_scope: false,
+            lock,
             diags,
         };
         if let Some(tool) = checker.check() {
@@ -136,6 +145,8 @@ struct ToolChecker<'a> {
     /// Whether the expressions being checked are a map's args, where `$item` and `$index` are
     /// bound.
     item_scope: bool,
+    /// The downstream contracts, when the graph has a lock file.
+    lock: Option<&'a Lock>,
     diags: &'a mut Vec<Diagnostic>,
 }
 

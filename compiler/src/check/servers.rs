@@ -66,6 +66,7 @@ pub fn servers(
                 .timeout_ms
                 .as_ref()
                 .map_or(ir::DEFAULT_SERVER_TIMEOUT_MS, |t| t.value),
+            lock: None,
         });
     }
     out
