@@ -811,6 +811,17 @@ codes! {
     E0612 Error "a server is named `self` (reserved)",
     E0613 Error "an unknown key is a misspelling of an extension key (`onEror`, `timeoutMS`)",
     E0701 Error "the lock file beside the graph cannot be used",
+    E0702 Error "a call names a tool that its server's locked tool list does not have",
+    E0703 Error "a call omits an argument that the tool's inputSchema requires",
+    E0704 Error "a call passes an argument that the tool's closed inputSchema does not allow",
+    E0705 Error "a literal argument has a type that the tool's inputSchema does not allow",
+    W0701 Warning "a call passes an argument that the tool's inputSchema does not declare",
+    W0702 Warning "a JSONata argument's inferred type contradicts the tool's inputSchema",
+    W0703 Warning "a server the graph calls is missing from the lock file",
+    E0801 Error "a path reads a property that a closed schema does not allow",
+    W0801 Warning "a path reads a node that cannot have run at this point (always undefined)",
+    W0802 Warning "a path reads a property that the value's known type does not have",
+    W0803 Warning "the exit's result can never match the tool's outputSchema",
 }
 
 impl fmt::Display for Code {
