@@ -61,7 +61,8 @@ impl LockedTool {
             LockedTool {
                 title: text("title"),
                 description: text("description"),
-                input_schema: value("inputSchema").unwrap_or_else(|| Value::Object(Default::default())),
+                input_schema: value("inputSchema")
+                    .unwrap_or_else(|| Value::Object(Default::default())),
                 output_schema: value("outputSchema"),
                 annotations: value("annotations"),
             },
@@ -147,10 +148,223 @@ pub fn lock_path(graph: &Path) -> PathBuf {
 }
 
 /// The lock file beside a graph, when there is one: `None` when it does not exist, else its
-/// text or why it cannot be read.
+/// text or why it cannot be read (an E0701 without a place: there is no text to point into).
 pub fn read_beside(graph: &Path) -> Option<Result<SourceFile, Diagnostic>> {
     let path = lock_path(graph);
-    path.exists().then(|| SourceFile::read(&path))
+    path.exists().then(|| {
+        SourceFile::read(&path).map_err(|unreadable| Diagnostic {
+            location: crate::diagnostics::Location::Nowhere,
+            ..Diagnostic::lock_file(0, &unreadable.message)
+        })
+    })
+}
+
+/// The downstream servers a graph's calls use, and the calls, as far as the file can be read:
+/// `mcpgraph lock` works on a graph that does not check (a stale lock may be why it does not).
+/// Servers come in declaration order (the graph's, then the `-m` file's), only those some call
+/// names; calls are `(server, tool)`, sorted, without `server: self`. Problems are left to
+/// `check`.
+pub fn servers_used(
+    file: &SourceFile,
+    mcp_file: Option<&SourceFile>,
+) -> (Vec<crate::ir::Server>, Vec<(String, String)>) {
+    let mut ignored = Vec::new();
+    let extra = mcp_file
+        .map(|m| crate::mcp_servers(m, &mut ignored))
+        .unwrap_or_default();
+    let Ok(tree) = crate::yaml::parse(&file.text) else {
+        return (Vec::new(), Vec::new());
+    };
+    let typed = crate::ast::build(&tree, &mut ignored);
+    let mut calls = std::collections::BTreeSet::new();
+    for node in typed.tools.iter().flat_map(|t| &t.nodes) {
+        let own = node.server.as_ref().zip(node.tool.as_ref());
+        let branches = node
+            .branches
+            .iter()
+            .filter_map(|b| b.server.as_ref().zip(b.tool.as_ref()));
+        for (server, tool) in own.into_iter().chain(branches) {
+            if server.value != crate::ast::SELF_SERVER {
+                calls.insert((server.value.clone(), tool.value.clone()));
+            }
+        }
+    }
+    let servers = crate::check::servers(&typed.servers, &extra, &mut ignored)
+        .into_iter()
+        .filter(|s| calls.iter().any(|(name, _)| *name == s.name))
+        .collect();
+    (servers, calls.into_iter().collect())
+}
+
+/// How a tool of the live server differs from the lock.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolChange {
+    /// The live server has it; the lock does not.
+    Added,
+    /// The lock has it; the live server does not.
+    Removed,
+    /// Both have it; these parts differ, in the order of [`LockedTool`]'s fields.
+    Changed(Vec<PartChange>),
+}
+
+/// One differing part of a tool (or of a server's `serverInfo`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum PartChange {
+    /// A text (`title`, `description`) differs.
+    Text(&'static str),
+    /// The part is on one side only; `true`: the live server has it.
+    Presence(&'static str, bool),
+    /// A JSON value (`inputSchema`, `outputSchema`, `annotations`) differs at these JSON
+    /// pointers (the first [`MAX_PLACES`] in key order); `more`: elsewhere too.
+    Value {
+        part: &'static str,
+        places: Vec<String>,
+        more: bool,
+    },
+}
+
+/// The most differing places a [`PartChange::Value`] names.
+pub const MAX_PLACES: usize = 3;
+
+/// The tools whose live contract differs from the locked one, by name.
+pub fn diff_tools(locked: &LockedServer, live: &LockedServer) -> Vec<(String, ToolChange)> {
+    let names: std::collections::BTreeSet<&String> =
+        locked.tools.keys().chain(live.tools.keys()).collect();
+    let mut out = Vec::new();
+    for name in names {
+        let change = match (locked.tools.get(name), live.tools.get(name)) {
+            (Some(_), None) => ToolChange::Removed,
+            (None, Some(_)) => ToolChange::Added,
+            (Some(old), Some(new)) => {
+                let parts = diff_tool(old, new);
+                if parts.is_empty() {
+                    continue;
+                }
+                ToolChange::Changed(parts)
+            }
+            (None, None) => continue,
+        };
+        out.push((name.clone(), change));
+    }
+    out
+}
+
+fn diff_tool(old: &LockedTool, new: &LockedTool) -> Vec<PartChange> {
+    let mut parts = Vec::new();
+    let mut text = |part, a: &Option<String>, b: &Option<String>| match (a, b) {
+        (Some(a), Some(b)) if a != b => parts.push(PartChange::Text(part)),
+        (None, Some(_)) => parts.push(PartChange::Presence(part, true)),
+        (Some(_), None) => parts.push(PartChange::Presence(part, false)),
+        _ => {}
+    };
+    text("title", &old.title, &new.title);
+    text("description", &old.description, &new.description);
+    parts.extend(diff_value(
+        "inputSchema",
+        Some(&old.input_schema),
+        Some(&new.input_schema),
+    ));
+    parts.extend(diff_value(
+        "outputSchema",
+        old.output_schema.as_ref(),
+        new.output_schema.as_ref(),
+    ));
+    parts.extend(diff_value(
+        "annotations",
+        old.annotations.as_ref(),
+        new.annotations.as_ref(),
+    ));
+    parts
+}
+
+/// How a JSON part differs, if it does: presence, or the pointers of the first differences.
+pub fn diff_value(
+    part: &'static str,
+    old: Option<&Value>,
+    new: Option<&Value>,
+) -> Option<PartChange> {
+    match (old, new) {
+        (None, None) => None,
+        (None, Some(_)) => Some(PartChange::Presence(part, true)),
+        (Some(_), None) => Some(PartChange::Presence(part, false)),
+        (Some(a), Some(b)) => {
+            let mut places = Vec::new();
+            differences(a, b, &mut String::new(), &mut places);
+            if places.is_empty() {
+                return None;
+            }
+            let more = places.len() > MAX_PLACES;
+            places.truncate(MAX_PLACES);
+            Some(PartChange::Value { part, places, more })
+        }
+    }
+}
+
+/// Pushes the JSON pointers where `a` and `b` differ, in key order, stopping after one more than
+/// [`MAX_PLACES`] (enough to know there are more).
+fn differences(a: &Value, b: &Value, pointer: &mut String, out: &mut Vec<String>) {
+    if out.len() > MAX_PLACES || a == b {
+        return;
+    }
+    let mut at = |key: &str, a: Option<&Value>, b: Option<&Value>, out: &mut Vec<String>| {
+        let len = pointer.len();
+        pointer.push('/');
+        pointer.push_str(&key.replace('~', "~0").replace('/', "~1"));
+        match (a, b) {
+            (Some(a), Some(b)) => differences(a, b, pointer, out),
+            _ if out.len() <= MAX_PLACES => out.push(pointer.clone()),
+            _ => {}
+        }
+        pointer.truncate(len);
+    };
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            for key in keys {
+                at(key, x.get(key), y.get(key), out);
+            }
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            for i in 0..x.len().max(y.len()) {
+                at(&i.to_string(), x.get(i), y.get(i), out);
+            }
+        }
+        _ => out.push(pointer.clone()),
+    }
+}
+
+impl std::fmt::Display for PartChange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PartChange::Text(part) => write!(f, "{part} changed"),
+            PartChange::Presence(part, true) => write!(f, "{part} added"),
+            PartChange::Presence(part, false) => write!(f, "{part} removed"),
+            PartChange::Value { part, places, more } => {
+                let places: Vec<&str> = places
+                    .iter()
+                    .map(|p| if p.is_empty() { "the root" } else { p.as_str() })
+                    .collect();
+                write!(f, "{part} differs at {}", places.join(", "))?;
+                if *more {
+                    f.write_str(" and elsewhere")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for ToolChange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ToolChange::Added => f.write_str("added"),
+            ToolChange::Removed => f.write_str("removed"),
+            ToolChange::Changed(parts) => {
+                let parts: Vec<String> = parts.iter().map(ToString::to_string).collect();
+                write!(f, "changed: {}", parts.join("; "))
+            }
+        }
+    }
 }
 
 /// A JSON value with the keys of every object sorted (serde_json here keeps insertion order).
@@ -196,12 +410,78 @@ mod tests {
         assert!(text.find("\"name\": \"m\"").unwrap() < text.find("\"version\": \"1\"").unwrap());
         let back = Lock::parse(&SourceFile::new("g.lock.json", text.clone())).unwrap();
         assert_eq!(back.to_text(), text);
-        assert_eq!(lock_path(Path::new("a/b/g.yaml")), Path::new("a/b/g.lock.json"));
+        assert_eq!(
+            lock_path(Path::new("a/b/g.yaml")),
+            Path::new("a/b/g.lock.json")
+        );
+    }
+
+    #[test]
+    fn diff_names_the_parts_and_places() {
+        let tool = |listed: Value| LockedTool::from_listed(&listed).unwrap();
+        let server = |tools: Vec<(String, LockedTool)>| LockedServer {
+            server_info: serde_json::json!({"name": "m"}),
+            protocol_version: None,
+            tools: tools.into_iter().collect(),
+        };
+        let locked = server(vec![
+            tool(serde_json::json!({"name": "a", "description": "A",
+                "inputSchema": {"type": "object", "properties": {"p": {"type": "string"}}, "required": ["p"]}})),
+            tool(serde_json::json!({"name": "gone", "inputSchema": {"type": "object"}})),
+            tool(serde_json::json!({"name": "same", "inputSchema": {"type": "object"}})),
+        ]);
+        let live = server(vec![
+            tool(serde_json::json!({"name": "a", "description": "A!",
+                "inputSchema": {"type": "object", "properties": {"p": {"type": "number"}, "q/r": {}}, "required": []},
+                "outputSchema": {"type": "object"}})),
+            tool(serde_json::json!({"name": "new", "inputSchema": {"type": "object"}})),
+            tool(serde_json::json!({"name": "same", "inputSchema": {"type": "object"}})),
+        ]);
+        let diff = diff_tools(&locked, &live);
+        let text: Vec<String> = diff.iter().map(|(n, c)| format!("{n}: {c}")).collect();
+        assert_eq!(
+            text,
+            [
+                "a: changed: description changed; inputSchema differs at /properties/p/type, /properties/q~1r, /required/0; outputSchema added",
+                "gone: removed",
+                "new: added",
+            ]
+        );
+        let many = diff_value(
+            "inputSchema",
+            Some(&serde_json::json!([1, 2, 3, 4, 5])),
+            Some(&serde_json::json!([0, 0, 0, 0, 0])),
+        );
+        assert_eq!(
+            many.unwrap().to_string(),
+            "inputSchema differs at /0, /1, /2 and elsewhere"
+        );
+    }
+
+    #[test]
+    fn servers_used_reads_a_graph_that_does_not_check() {
+        let graph = SourceFile::new(
+            "g.yaml",
+            "version: \"1.0\"\nserver: {name: s, version: \"1\"}\nmcpServers:\n  a: {command: x}\n  b: {command: y}\n  unused: {command: z}\ntools:\n  - name: t\n    description: t\n    inputSchema: {type: object}\n    nodes:\n      - {id: entry, type: entry, next: m}\n      - {id: m, type: mcp, server: a, tool: one, args: {}, next: p}\n      - id: p\n        type: parallel\n        branches:\n          x: {server: b, tool: two}\n          y: {server: self, tool: t}\n        next: nowhere\n      - {id: exit, type: exit}\n",
+        );
+        let (servers, calls) = servers_used(&graph, None);
+        let names: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["a", "b"]);
+        assert_eq!(
+            calls,
+            [
+                ("a".to_string(), "one".to_string()),
+                ("b".to_string(), "two".to_string())
+            ]
+        );
     }
 
     #[test]
     fn bad_lock_points_into_the_file() {
-        let file = SourceFile::new("g.lock.json", "{\n  \"lockVersion\": 1,\n  \"oops\": 2\n}\n");
+        let file = SourceFile::new(
+            "g.lock.json",
+            "{\n  \"lockVersion\": 1,\n  \"oops\": 2\n}\n",
+        );
         let d = Lock::parse(&file).unwrap_err();
         assert_eq!(d.code, crate::Code::E0701);
         assert!(d.message.contains("oops"), "{}", d.message);
