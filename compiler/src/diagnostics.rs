@@ -693,6 +693,136 @@ impl Diagnostic {
         .with_help("run `mcpgraph lock` to write it again from the live servers")
     }
 
+    /// A call to a tool that the lock does not list for its server (`known`: how many it lists).
+    pub fn unknown_locked_tool(
+        span: Span,
+        server: &str,
+        tool: &str,
+        known: usize,
+        suggestion: Option<String>,
+    ) -> Self {
+        let help = match suggestion {
+            Some(s) => format!(
+                "did you mean `{s}`? If the server has changed since it was locked, run `mcpgraph lock` again"
+            ),
+            None => format!(
+                "the lock lists {known} tools for `{server}`; if the server has changed since it was locked, run `mcpgraph lock` again"
+            ),
+        };
+        Diagnostic::new(
+            Code::E0702,
+            span,
+            format!("the lock file lists no tool `{tool}` on server `{server}`"),
+            format!("not a tool of `{server}`"),
+        )
+        .with_help(help)
+    }
+
+    /// A required argument missing; `span` is the `args` mapping, or the `tool` of a call
+    /// without `args` (`no_args`).
+    pub fn missing_argument(
+        span: Span,
+        tool: &str,
+        property: &str,
+        description: Option<&str>,
+        no_args: bool,
+    ) -> Self {
+        let label = if no_args {
+            format!("called without arguments, so without `{property}`")
+        } else {
+            format!("no `{property}` here")
+        };
+        // The first line of the tool's own description of the argument, when short.
+        let about = description
+            .and_then(|d| d.lines().next())
+            .map(str::trim)
+            .filter(|d| !d.is_empty() && d.chars().count() <= 100)
+            .map_or(String::new(), |d| format!(" ({d})"));
+        Diagnostic::new(
+            Code::E0703,
+            span,
+            format!("`{tool}` is called without `{property}`, which its inputSchema requires"),
+            label,
+        )
+        .with_help(format!("add `{property}` to `args`{about}"))
+    }
+
+    /// An argument that a closed inputSchema (`additionalProperties: false`) does not allow.
+    pub fn closed_argument(
+        span: Span,
+        tool: &str,
+        key: &str,
+        suggestion: Option<String>,
+        declared: &[&str],
+    ) -> Self {
+        Diagnostic::new(
+            Code::E0704,
+            span,
+            format!(
+                "`{key}` is not an argument of `{tool}`, whose inputSchema allows no others (`additionalProperties: false`)"
+            ),
+            "not allowed",
+        )
+        .with_suggestion(suggestion)
+        .or_help(&Self::takes(declared))
+    }
+
+    /// An argument that an open inputSchema does not declare: the tool may ignore it.
+    pub fn undeclared_argument(
+        span: Span,
+        tool: &str,
+        key: &str,
+        suggestion: Option<String>,
+        declared: &[&str],
+    ) -> Self {
+        Diagnostic::new(
+            Code::W0701,
+            span,
+            format!("`{key}` is not an argument that the inputSchema of `{tool}` declares"),
+            "undeclared argument",
+        )
+        .with_suggestion(suggestion)
+        .or_help(&format!(
+            "{}; the tool may ignore it",
+            Self::takes(declared)
+        ))
+    }
+
+    /// A literal argument (at `path`: `depth`, `options.depth`, `paths[1]`) of a type or value
+    /// that its schema does not allow.
+    pub fn argument_type(span: Span, tool: &str, path: &str, expected: &str, found: &str) -> Self {
+        Diagnostic::new(
+            Code::E0705,
+            span,
+            format!("`{path}` must be {expected} (inputSchema of `{tool}`), found {found}"),
+            format!("expected {expected}"),
+        )
+    }
+
+    /// A server the graph calls that the lock file does not have: its calls are not checked.
+    pub fn server_not_locked(span: Span, server: &str) -> Self {
+        Diagnostic::new(
+            Code::W0703,
+            span,
+            format!("server `{server}` is not in the lock file: its calls are not checked"),
+            "not locked",
+        )
+        .with_help("run `mcpgraph lock` to lock its tools beside the others")
+    }
+
+    /// "it takes `a`, `b` and `c`", for the help of an argument the schema does not declare.
+    fn takes(declared: &[&str]) -> String {
+        let names: Vec<String> = declared.iter().take(12).map(|d| format!("`{d}`")).collect();
+        match names.as_slice() {
+            [] => "it declares no arguments".to_string(),
+            [one] => format!("it takes {one}"),
+            [rest @ .., last] if declared.len() <= 12 => {
+                format!("it takes {} and {last}", rest.join(", "))
+            }
+            all => format!("it takes {}, …", all.join(", ")),
+        }
+    }
+
     // ---- E08xx / W08xx: types and data references ---------------------------------------------
     // Constructors of the type checks (`check/types.rs`) go here.
 

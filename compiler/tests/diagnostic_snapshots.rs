@@ -1,10 +1,12 @@
 //! One fixture per diagnostic code (`tests/codes/CODE.yaml`): it must produce that code, and its
 //! rendering (plain, fixed width) must match `tests/codes/CODE.stderr`.
+//! A fixture may have an MCP JSON file (`CODE.mcp.json`, as `-m`) and a lock file
+//! (`CODE.lock.json`, as the lock beside the graph) next to it.
 //! `MCPGRAPH_BLESS=1 cargo test` rewrites the snapshots after a deliberate change.
 
 use mcpgraph_compiler::Code;
 use mcpgraph_compiler::render::{self, Style};
-use mcpgraph_compiler::{SourceFile, compile};
+use mcpgraph_compiler::{SourceFile, compile_with};
 use std::path::Path;
 
 #[test]
@@ -29,7 +31,10 @@ fn every_code_has_a_fixture_that_produces_it() {
             let mcp = std::fs::read_to_string(dir.join(format!("{code}.mcp.json")))
                 .ok()
                 .map(|t| SourceFile::new(format!("{code}.mcp.json"), t));
-            let checked = compile(&file, mcp.as_ref());
+            let lock = std::fs::read_to_string(dir.join(format!("{code}.lock.json")))
+                .ok()
+                .map(|t| SourceFile::new(format!("{code}.lock.json"), t));
+            let checked = compile_with(&file, mcp.as_ref(), lock.as_ref());
             if !checked.diagnostics.iter().any(|d| d.code == code) {
                 let got: Vec<&str> = checked
                     .diagnostics

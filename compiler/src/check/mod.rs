@@ -5,6 +5,7 @@
 //! (JSONata, argument templates, references to nodes), `rules` (switch conditions, JSON Logic),
 //! `schemas` (tool schemas) and `servers` (transports, the secret lint).
 
+mod contracts;
 mod expressions;
 mod rules;
 mod schemas;
@@ -17,7 +18,7 @@ use crate::ast::{GraphFile, ServerDecl, ToolDecl};
 use crate::diagnostics::{Diagnostic, LineIndex, Span, did_you_mean};
 use crate::ir::{self, Graph, Limits};
 use crate::lock::Lock;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// Checks the typed file. `extra_servers` come from an MCP JSON file (`-m`); on a name clash the
 /// graph file wins. Returns the IR only when there is no error.
@@ -48,6 +49,7 @@ pub fn check(
         .iter()
         .map(|t| t.name.as_ref().map_or("", |n| n.value.as_str()))
         .collect();
+    let mut unlocked_servers = HashSet::new();
     let mut tools = Vec::new();
     let mut seen_tools: HashMap<&str, Span> = HashMap::new();
     for decl in &file.tools {
@@ -76,6 +78,7 @@ pub fn check(
             entry: None,
             item_scope: false,
             lock,
+            unlocked_servers: &mut unlocked_servers,
             diags,
         };
         if let Some(tool) = checker.check() {
@@ -147,6 +150,8 @@ struct ToolChecker<'a> {
     item_scope: bool,
     /// The downstream contracts, when the graph has a lock file.
     lock: Option<&'a Lock>,
+    /// The servers already reported missing from the lock (W0703, once per graph).
+    unlocked_servers: &'a mut HashSet<String>,
     diags: &'a mut Vec<Diagnostic>,
 }
 

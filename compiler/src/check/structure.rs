@@ -370,19 +370,21 @@ impl ToolChecker<'_> {
                 }
             }
         });
-        let args = match args {
+        let template = match args {
             Some(args) => self.template(args, true, index),
             None => Some(Template::Literal(serde_json::Value::Object(
                 Default::default(),
             ))),
         };
-        Some(Call {
+        let call = Call {
             target: target?,
             tool: tool?.value.clone(),
-            args: args?,
+            args: template?,
             timeout_ms,
             retry: retry.cloned(),
-        })
+        };
+        self.contract(&call, server?, tool?, args);
+        Some(call)
     }
 
     /// The target of an `onError` route: a node of the tool, not the failing node, not the entry.
