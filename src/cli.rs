@@ -1,10 +1,11 @@
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use mcpgraph_compiler::render::{self, Style};
-use mcpgraph_compiler::{Checked, SourceFile, compile};
+use mcpgraph_compiler::{Checked, SourceFile, compile, compile_with};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+mod lock;
 mod picture;
 
 use crate::aot;
@@ -39,6 +40,21 @@ enum Command {
     Emit(EmitArgs),
     /// Build a graph into a native MCP server binary.
     Build(BuildArgs),
+    /// Lock the tools of the downstream servers a graph calls, in `<stem>.lock.json` beside it.
+    ///
+    /// Starts each server the graph's calls use (as `serve` would), reads its `serverInfo` and
+    /// `tools/list`, and writes them for `check`, `build`, `emit` and `serve` to read.
+    Lock(LockArgs),
+}
+
+#[derive(Args, Debug)]
+struct LockArgs {
+    #[command(flatten)]
+    common: Common,
+    /// Compare the live servers with the lock file instead of writing it: exit 1 when a tool the
+    /// graph calls differs.
+    #[arg(long)]
+    check: bool,
 }
 
 #[derive(Args, Debug)]
@@ -106,6 +122,10 @@ struct CheckArgs {
     /// Fail (exit 1) on warnings too.
     #[arg(long)]
     deny_warnings: bool,
+    /// Check the calls against the live servers (started as `lock` starts them) instead of the
+    /// lock file; writes nothing.
+    #[arg(long)]
+    online: bool,
 }
 
 #[derive(Args, Debug)]
@@ -141,6 +161,8 @@ pub fn main() -> ExitCode {
         (Some(Command::Call(args)), _) => call(args),
         (Some(Command::Emit(args)), _) => emit(args),
         (Some(Command::Build(args)), _) => build(args),
+        (Some(Command::Lock(args)), _) if args.check => lock::check(&args.common),
+        (Some(Command::Lock(args)), _) => lock::write(&args.common),
         (None, Some(graph)) => serve(&Common {
             file: graph,
             mcp: cli.mcp,
@@ -158,16 +180,31 @@ fn style() -> Style {
     Style { color, width: None }
 }
 
-/// Reads and checks the graph file (and the MCP file); `Err` carries the exit code after the
-/// problem was shown.
+/// Reads and checks the graph file (and the MCP file, and the lock file beside the graph);
+/// `Err` carries the exit code after the problem was shown.
 fn load(common: &Common) -> Result<(SourceFile, Checked), ExitCode> {
     let file = read(&common.file)?;
     let mcp = match &common.mcp {
         Some(path) => Some(read(path)?),
         None => None,
     };
-    let checked = compile(&file, mcp.as_ref());
+    let checked = compile_beside(&common.file, &file, mcp.as_ref());
     Ok((file, checked))
+}
+
+/// Checks a graph with the lock file beside it, when there is one (never starting a server): a
+/// lock that cannot be read is one more error, first in the list.
+fn compile_beside(path: &Path, file: &SourceFile, mcp: Option<&SourceFile>) -> Checked {
+    match mcpgraph_compiler::lock::read_beside(path) {
+        None => compile(file, mcp),
+        Some(Ok(lock)) => compile_with(file, mcp, Some(&lock)),
+        Some(Err(d)) => {
+            let mut checked = compile(file, mcp);
+            checked.diagnostics.insert(0, d);
+            checked.graph = None;
+            checked
+        }
+    }
 }
 
 fn read(path: &Path) -> Result<SourceFile, ExitCode> {
@@ -178,7 +215,12 @@ fn read(path: &Path) -> Result<SourceFile, ExitCode> {
 }
 
 fn check(args: CheckArgs) -> ExitCode {
-    let (file, checked) = match load(&args.common) {
+    let loaded = if args.online {
+        lock::online(&args.common)
+    } else {
+        load(&args.common).map(|(file, checked)| (file, checked, true))
+    };
+    let (file, checked, complete) = match loaded {
         Ok(x) => x,
         Err(code) => return code,
     };
@@ -192,7 +234,10 @@ fn check(args: CheckArgs) -> ExitCode {
             println!("{}", render::json_all(&checked, &file));
         }
     }
-    let failed = checked.error_count() > 0 || (args.deny_warnings && checked.warning_count() > 0);
+    // `--online` with a server that could not be read checked less than it was asked to.
+    let failed = !complete
+        || checked.error_count() > 0
+        || (args.deny_warnings && checked.warning_count() > 0);
     if failed {
         ExitCode::from(1)
     } else {
@@ -240,7 +285,7 @@ fn serve(common: &Common) -> ExitCode {
         Ok(file) => match common.mcp.as_deref().map(SourceFile::read).transpose() {
             Err(d) => unreadable(d),
             Ok(mcp) => {
-                let checked = compile(&file, mcp.as_ref());
+                let checked = compile_beside(&common.file, &file, mcp.as_ref());
                 (file, checked)
             }
         },

@@ -151,11 +151,21 @@ pub fn lock_path(graph: &Path) -> PathBuf {
 /// text or why it cannot be read (an E0701 without a place: there is no text to point into).
 pub fn read_beside(graph: &Path) -> Option<Result<SourceFile, Diagnostic>> {
     let path = lock_path(graph);
-    path.exists().then(|| {
-        SourceFile::read(&path).map_err(|unreadable| Diagnostic {
-            location: crate::diagnostics::Location::Nowhere,
-            ..Diagnostic::lock_file(0, &unreadable.message)
-        })
+    if path.exists() {
+        Some(read_lock(&path))
+    } else {
+        None
+    }
+}
+
+#[expect(
+    clippy::result_large_err,
+    reason = "read once per compile, as `SourceFile::read`"
+)]
+fn read_lock(path: &Path) -> Result<SourceFile, Diagnostic> {
+    SourceFile::read(path).map_err(|unreadable| Diagnostic {
+        location: crate::diagnostics::Location::Nowhere,
+        ..Diagnostic::lock_file(0, &unreadable.message)
     })
 }
 

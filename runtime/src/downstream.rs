@@ -3,6 +3,10 @@
 //! Started lazily on first use and shared by every call (requests are multiplexed). A server that
 //! died is started again on its next use; a failed start is not remembered. A child's stderr is
 //! drained continuously into a bounded log, whose recent lines are appended to errors.
+//!
+//! A server with a locked contract (`Server::lock`) has its live `tools/list` compared with the
+//! lock after its first connection, beside the call that made it: drift is a warning in the log,
+//! never a failure or a delay.
 
 use crate::child::ChildProcess;
 use crate::envsubst::{expand_env, redact};
@@ -10,16 +14,20 @@ use crate::failure::{Failure, FailureKind};
 use crate::value::to_jvalue;
 use jsonata_core::value::JValue;
 use mcpgraph_compiler::ir::{Server, ServerId, Transport};
+use mcpgraph_compiler::lock::{self, LockedServer, LockedTool, ToolChange};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
     Implementation,
 };
-use rmcp::service::{ClientInitializeError, RoleClient, RunningService, ServiceError, ServiceExt};
+use rmcp::service::{
+    ClientInitializeError, Peer, RoleClient, RunningService, ServiceError, ServiceExt,
+};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::{StreamableHttpClient, StreamableHttpError};
 use rmcp::transport::worker::WorkerQuitReason;
 use serde_json::{Map, Value};
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -37,9 +45,11 @@ pub struct Downstream {
 struct Slot {
     server: Server,
     connection: tokio::sync::Mutex<Option<Arc<Connection>>>,
+    /// The drift check has been started: it runs on the first connection only.
+    drift_checked: AtomicBool,
 }
 
-struct Connection {
+pub(crate) struct Connection {
     service: RunningService<RoleClient, ClientConfig>,
     stderr: Arc<StderrLog>,
 }
@@ -91,6 +101,7 @@ impl Downstream {
                 .map(|server| Slot {
                     server,
                     connection: tokio::sync::Mutex::new(None),
+                    drift_checked: AtomicBool::new(false),
                 })
                 .collect(),
         }
@@ -192,6 +203,18 @@ impl Downstream {
             })??;
         let connection = Arc::new(started);
         *guard = Some(connection.clone());
+        if let Some(locked) = &slot.server.lock
+            && !slot.drift_checked.swap(true, Ordering::Relaxed)
+        {
+            // A peer, not the connection: a shutdown closes the connection it owns alone.
+            let peer = connection.service.peer().clone();
+            let (name, locked, timeout_ms) = (
+                slot.server.name.clone(),
+                locked.clone(),
+                slot.server.timeout_ms,
+            );
+            runtime.spawn(async move { warn_of_drift(&name, &locked, &peer, timeout_ms).await });
+        }
         Ok(connection)
     }
 
@@ -209,6 +232,13 @@ impl Downstream {
 }
 
 impl Connection {
+    /// The server's contract as it is now (see [`contract`]).
+    pub(crate) async fn contract(&self, timeout_ms: u64) -> Result<LockedServer, Failure> {
+        contract(self.service.peer(), timeout_ms)
+            .await
+            .map_err(|f| f.with_stderr(&self.stderr.since(0)))
+    }
+
     async fn wait_closed(&self, limit: Duration) {
         if let Some(sender) = &self.stderr.closed {
             let mut rx = sender.subscribe();
@@ -216,7 +246,7 @@ impl Connection {
         }
     }
 
-    async fn close(self: Arc<Self>) {
+    pub(crate) async fn close(self: Arc<Self>) {
         match Arc::try_unwrap(self) {
             Ok(c) => {
                 let _ = c.service.cancel().await;
@@ -236,7 +266,8 @@ fn client_info(server: &Server) -> ClientConfig {
     )
 }
 
-async fn start(server: &Server) -> Result<Connection, Failure> {
+/// Starts (or reaches) a server and completes the handshake within its `timeoutMs`.
+pub(crate) async fn start(server: &Server) -> Result<Connection, Failure> {
     let failed = |message: String| Failure::new(FailureKind::Connection, message);
     let timeout = Duration::from_millis(server.timeout_ms);
     match &server.transport {
@@ -340,6 +371,87 @@ async fn start(server: &Server) -> Result<Connection, Failure> {
     }
 }
 
+/// A server's contract as it is now: what it sent in `initialize` and every page of
+/// `tools/list` (rmcp follows `nextCursor`), the listing within `timeout_ms`.
+async fn contract(peer: &Peer<RoleClient>, timeout_ms: u64) -> Result<LockedServer, Failure> {
+    let listing =
+        tokio::time::timeout(Duration::from_millis(timeout_ms), peer.list_all_tools()).await;
+    let listed = match listing {
+        Ok(Ok(tools)) => tools,
+        Ok(Err(e)) => {
+            let (kind, reason) = match e {
+                ServiceError::McpError(e) => (
+                    FailureKind::Protocol,
+                    format!("MCP error {}: {}", e.code.0, e.message),
+                ),
+                ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
+                    (FailureKind::Connection, "the connection closed".to_string())
+                }
+                _ => (
+                    FailureKind::Protocol,
+                    "the server answered with something other than a tool list".to_string(),
+                ),
+            };
+            return Err(Failure::new(kind, format!("tools/list failed: {reason}")));
+        }
+        Err(_) => {
+            return Err(Failure::new(
+                FailureKind::Timeout,
+                format!("no answer to tools/list within {timeout_ms} ms"),
+            ));
+        }
+    };
+    let info = peer.peer_info();
+    let server_info = info
+        .as_ref()
+        .and_then(|i| i.server_info.as_ref())
+        .and_then(|i| serde_json::to_value(i).ok())
+        .map_or_else(|| Value::Object(Map::new()), |v| lock::canonical(&v));
+    let mut tools = std::collections::BTreeMap::new();
+    for tool in &listed {
+        if let Some((name, tool)) = serde_json::to_value(tool)
+            .ok()
+            .and_then(|v| LockedTool::from_listed(&v))
+        {
+            tools.insert(name, tool);
+        }
+    }
+    Ok(LockedServer {
+        server_info,
+        protocol_version: info.map(|i| i.protocol_version.to_string()),
+        tools,
+    })
+}
+
+/// Compares a server's live tools with its lock and logs one warning per tool that differs. A
+/// server that cannot list its tools is only noted in the debug log: calls decide its fate.
+async fn warn_of_drift(
+    name: &str,
+    locked: &LockedServer,
+    peer: &Peer<RoleClient>,
+    timeout_ms: u64,
+) {
+    let live = match contract(peer, timeout_ms).await {
+        Ok(live) => live,
+        Err(failure) => {
+            let failure = redacted(failure);
+            tracing::debug!(target: "mcpgraph::downstream", "server `{name}`: no drift check: {failure}");
+            return;
+        }
+    };
+    for (tool, change) in lock::diff_tools(locked, &live) {
+        let what = match &change {
+            ToolChange::Added => "is new since the lock".to_string(),
+            ToolChange::Removed => "is gone since the lock".to_string(),
+            ToolChange::Changed(_) => format!("{change} since the lock"),
+        };
+        tracing::warn!(
+            target: "mcpgraph::downstream",
+            "server `{name}`: tool `{tool}` {what}; run `mcpgraph lock` and check the graph again"
+        );
+    }
+}
+
 /// The text of a request that timed out (the original's words, with the bound).
 pub fn timed_out(timeout_ms: u64) -> String {
     format!("MCP error -32001: Request timed out (timeoutMs {timeout_ms})")
@@ -358,7 +470,7 @@ fn no_initialize_answer(server: &Server) -> Failure {
 }
 
 /// A failure's texts with every expanded `${VAR}` value written back as the variable.
-fn redacted(failure: Failure) -> Failure {
+pub(crate) fn redacted(failure: Failure) -> Failure {
     Failure {
         message: redact(&failure.message).into_owned(),
         stderr_tail: failure.stderr_tail.map(|t| redact(&t).into_owned()),
