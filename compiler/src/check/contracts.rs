@@ -16,6 +16,7 @@ use crate::diagnostics::{Diagnostic, Span, did_you_mean};
 use crate::ir::{Call, Target, Template};
 use crate::yaml::{Yaml, YamlKind};
 use serde_json::{Map, Value};
+use std::collections::HashSet;
 
 impl ToolChecker<'_> {
     /// Checks one call against the lock, when there is one. `server` and `tool` are where the call
@@ -40,7 +41,8 @@ impl ToolChecker<'_> {
             return;
         };
         let Some(locked_tool) = locked.tools.get(&call.tool) else {
-            let suggestion = did_you_mean(&call.tool, locked.tools.keys().map(String::as_str));
+            let names: Vec<&str> = locked.tools.keys().map(String::as_str).collect();
+            let suggestion = suggest(&mut self.suggestion_budget, &call.tool, &names);
             self.diags.push(Diagnostic::unknown_locked_tool(
                 tool.span,
                 &server.value,
@@ -51,15 +53,14 @@ impl ToolChecker<'_> {
             return;
         };
         let qualified = format!("{}.{}", server.value, call.tool);
-        let place = args.map_or(tool.span, |a| a.span);
         let diags = arguments(
             self.source,
             &qualified,
             &locked_tool.input_schema,
             &call.args,
             args,
-            place,
-            args.is_none(),
+            tool.span,
+            &mut self.suggestion_budget,
         );
         self.diags.extend(diags);
     }
@@ -99,18 +100,20 @@ const COMPOSITION: &[&str] = &[
 
 /// The diagnostics of one call's arguments against `schema`, its tool's inputSchema. `template`
 /// is the arguments as checked (which tells literals from JSONata), `args` as written (for
-/// spans, in `source`); `place` is where a missing argument is reported, `no_args` whether `args`
-/// is absent.
+/// spans, in `source`; absent: none), `tool_span` where the call names the tool. Suggestions
+/// spend `budget` (see `ToolChecker::suggest_node`).
 fn arguments(
     source: &str,
     tool: &str,
     schema: &Value,
     template: &Template,
     args: Option<&Yaml>,
-    place: Span,
-    no_args: bool,
+    tool_span: Span,
+    budget: &mut usize,
 ) -> Vec<Diagnostic> {
     let mut out = Vec::new();
+    // A missing argument is shown on `args`, or on `tool` when the call has none.
+    let (place, no_args) = args.map_or((tool_span, true), |a| (a.span, false));
     // `args: {expr: ...}`: the whole object is computed, nothing is known of it.
     if matches!(template, Template::Expr(_)) {
         return out;
@@ -140,8 +143,9 @@ fn arguments(
     let declared: Vec<&str> = properties.keys().map(String::as_str).collect();
 
     if let Some(required) = schema.get("required").and_then(Value::as_array) {
+        let present: HashSet<String> = entries.iter().map(|(k, _)| k.key_text()).collect();
         for name in required.iter().filter_map(Value::as_str) {
-            if !entries.iter().any(|(k, _)| k.key_text() == name) {
+            if !present.contains(name) {
                 let description = properties
                     .get(name)
                     .and_then(|p| p.get("description"))
@@ -166,7 +170,7 @@ fn arguments(
             None if composed => None,
             None => match additional {
                 Some(Value::Bool(false)) => {
-                    let suggestion = did_you_mean(&name, declared.iter().copied());
+                    let suggestion = suggest(budget, &name, &declared);
                     out.push(Diagnostic::closed_argument(
                         key.span, tool, &name, suggestion, &declared,
                     ));
@@ -175,7 +179,7 @@ fn arguments(
                 // A schema for the other properties: they are expected, and must fit it.
                 Some(other @ Value::Object(o)) if !o.is_empty() => Some(other),
                 _ => {
-                    let suggestion = did_you_mean(&name, declared.iter().copied());
+                    let suggestion = suggest(budget, &name, &declared);
                     out.push(Diagnostic::undeclared_argument(
                         key.span, tool, &name, suggestion, &declared,
                     ));
@@ -198,6 +202,16 @@ fn arguments(
         }
     }
     out
+}
+
+/// "Did you mean" over `candidates`, while the budget lasts: a hostile lock may declare
+/// thousands of names, and a hostile graph pass as many unknown ones.
+fn suggest(budget: &mut usize, word: &str, candidates: &[&str]) -> Option<String> {
+    if candidates.len() > *budget {
+        return None;
+    }
+    *budget -= candidates.len();
+    did_you_mean(word, candidates.iter().copied())
 }
 
 /// A literal value that its schema does not allow.
@@ -381,7 +395,7 @@ mod tests {
             &template,
             Some(&yaml),
             yaml.span,
-            false,
+            &mut usize::MAX,
         )
         .into_iter()
         .map(|d| (d.code, d.message))
@@ -509,7 +523,7 @@ mod tests {
             &template,
             Some(&yaml),
             yaml.span,
-            false,
+            &mut usize::MAX,
         );
         assert!(got.is_empty(), "{got:?}");
         // The whole of `args` computed: nothing is known.
@@ -521,13 +535,33 @@ mod tests {
             &Template::Expr(expr),
             None,
             Span::default(),
-            true,
+            &mut usize::MAX,
         );
         assert!(got.is_empty(), "{got:?}");
         // Absent args: `{}`, so a required property is missing.
         let empty = Template::Literal(json!({}));
-        let got = arguments("", "s.t", &schema, &empty, None, Span::default(), true);
+        let got = arguments(
+            "",
+            "s.t",
+            &schema,
+            &empty,
+            None,
+            Span::default(),
+            &mut usize::MAX,
+        );
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].code, Code::E0703);
+    }
+
+    #[test]
+    fn suggestions_stop_when_the_budget_is_spent() {
+        let mut budget = 3;
+        assert_eq!(
+            suggest(&mut budget, "pth", &["path", "mode"]),
+            Some("path".into())
+        );
+        assert_eq!(budget, 1);
+        assert_eq!(suggest(&mut budget, "pth", &["path", "mode"]), None);
+        assert_eq!(budget, 1);
     }
 }
