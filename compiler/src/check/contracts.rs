@@ -388,6 +388,7 @@ mod tests {
     fn check(schema: Value, args: &str) -> Vec<(Code, String)> {
         let yaml = crate::yaml::parse(args).unwrap();
         let template = Template::Literal(yaml.to_json());
+        let mut budget = usize::MAX;
         arguments(
             args,
             "s.t",
@@ -395,7 +396,7 @@ mod tests {
             &template,
             Some(&yaml),
             yaml.span,
-            &mut usize::MAX,
+            &mut budget,
         )
         .into_iter()
         .map(|d| (d.code, d.message))
@@ -511,6 +512,7 @@ mod tests {
 
     #[test]
     fn a_jsonata_argument_satisfies_required_and_is_not_typed() {
+        let mut budget = usize::MAX;
         let schema = json!({"properties": {"path": {"type": "string"}}, "required": ["path"]});
         let args = "{path: \"$.entry.n\"}";
         let yaml = crate::yaml::parse(args).unwrap();
@@ -523,7 +525,7 @@ mod tests {
             &template,
             Some(&yaml),
             yaml.span,
-            &mut usize::MAX,
+            &mut budget,
         );
         assert!(got.is_empty(), "{got:?}");
         // The whole of `args` computed: nothing is known.
@@ -535,7 +537,7 @@ mod tests {
             &Template::Expr(expr),
             None,
             Span::default(),
-            &mut usize::MAX,
+            &mut budget,
         );
         assert!(got.is_empty(), "{got:?}");
         // Absent args: `{}`, so a required property is missing.
@@ -547,7 +549,7 @@ mod tests {
             &empty,
             None,
             Span::default(),
-            &mut usize::MAX,
+            &mut budget,
         );
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].code, Code::E0703);
