@@ -826,6 +826,87 @@ impl Diagnostic {
     // ---- E08xx / W08xx: types and data references ---------------------------------------------
     // Constructors of the type checks (`check/types.rs`) go here.
 
+    /// W0801: `$.later` read where node `later` cannot have run yet.
+    pub fn not_yet_run(span: Span, read: &str, at: &str, tool: &str) -> Self {
+        Diagnostic::new(
+            Code::W0801,
+            span,
+            format!(
+                "`{read}` is always undefined here: in tool `{tool}`, node `{read}` cannot have run before node `{at}`"
+            ),
+            "always undefined here",
+        )
+        .with_help(format!(
+            "no path from the entry runs `{read}` before `{at}`; read a node that runs earlier, or move `{read}` before `{at}`"
+        ))
+    }
+
+    /// W0802, or E0801 when the schema is closed: a path step names a property the value's
+    /// type does not have. `of` is the path before it (`entry`), `origin` where the type comes
+    /// from.
+    pub fn missing_property(
+        span: Span,
+        property: &str,
+        of: &str,
+        origin: &str,
+        closed: bool,
+        suggestion: Option<String>,
+        known: &[String],
+    ) -> Self {
+        let (code, message, label) = if closed {
+            (
+                Code::E0801,
+                format!(
+                    "`{property}` is not allowed in `{of}`: {origin} is closed (`additionalProperties: false`)"
+                ),
+                format!("`{of}` never has `{property}`"),
+            )
+        } else {
+            (
+                Code::W0802,
+                format!("`{property}` is not a property of `{of}` ({origin})"),
+                format!("not in the type of `{of}`"),
+            )
+        };
+        let d = Diagnostic::new(code, span, message, label);
+        match suggestion {
+            Some(s) => d.with_help(format!("did you mean `{s}`?")),
+            None if known.is_empty() => d.with_help(format!("`{of}` has no properties at all")),
+            None => d.with_help(format!(
+                "`{of}` has only {}",
+                name_list(&known.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>())
+            )),
+        }
+    }
+
+    /// W0702: a JSONata argument whose inferred type the locked inputSchema does not allow.
+    pub fn expression_argument_type(
+        span: Span,
+        key: &str,
+        tool: &str,
+        wanted: &str,
+        got: &str,
+    ) -> Self {
+        Diagnostic::new(
+            Code::W0702,
+            span,
+            format!("argument `{key}` of `{tool}` must be {wanted} (its locked inputSchema), and this expression gives {got}"),
+            format!("gives {got}"),
+        )
+        .with_help(format!("convert the value (e.g. with `$string()` or `$number()`), or pass another one"))
+    }
+
+    /// W0803: the exit's result can never match the tool's `outputSchema`.
+    pub fn result_never_matches(span: Span, tool: &str, reason: &str) -> Self {
+        Diagnostic::new(
+            Code::W0803,
+            span,
+            format!("the result of tool `{tool}` can never match its outputSchema: {reason}"),
+            "the outputSchema",
+        )
+        .with_help("every call would fail with a schema error; fix the node before the exit, or the outputSchema")
+    }
+
     // ---- E05xx: the MCP JSON file (-m) ---------------------------------------------------------
 
     /// `inner`, whose spans are in `file` rather than in the graph file.

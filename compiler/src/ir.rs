@@ -132,6 +132,9 @@ pub struct Node {
     /// Where control goes when the node fails (extensions §3); `None`: a failure ends the run.
     #[serde(default)]
     pub on_error: Option<OnError>,
+    /// What the compiler knows of the node's output (docs/types.md); `Unknown` when nothing.
+    #[serde(default, skip_serializing_if = "crate::types::Type::is_unknown")]
+    pub output_type: crate::types::Type,
     pub line: usize,
     pub column: usize,
 }

@@ -19,6 +19,7 @@ pub mod logic;
 #[cfg(feature = "codegen")]
 pub mod names;
 pub mod render;
+pub mod types;
 pub mod yaml;
 
 pub use diagnostics::{Code, Diagnostic, Severity, SourceFile, Span};

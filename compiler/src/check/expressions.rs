@@ -1,6 +1,7 @@
 //! JSONata in a tool: transform expressions, the arguments of mcp nodes, and what they refer to.
 
 use super::ToolChecker;
+use super::types::Written;
 use crate::ast::Sp;
 use crate::diagnostics::{Diagnostic, Span};
 use crate::expr::{Expr, Reference, error_position, free_variables, inner_span, references};
@@ -20,6 +21,12 @@ impl ToolChecker<'_> {
         match Expr::parse(&text.value) {
             Ok(expr) => {
                 self.analyse(&expr.ast, text.span, index);
+                self.written.push(Written {
+                    node: self.current_node,
+                    ast: expr.ast.clone(),
+                    scalar: text.span,
+                    item_scope: self.item_scope,
+                });
                 if !self.item_scope {
                     self.item_variables(&text.value, text.span, where_);
                 }

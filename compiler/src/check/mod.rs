@@ -11,6 +11,7 @@ mod rules;
 mod schemas;
 mod servers;
 mod structure;
+mod types;
 
 pub use servers::{secret_headers, servers};
 
@@ -50,6 +51,12 @@ pub fn check(
         .map(|t| t.name.as_ref().map_or("", |n| n.value.as_str()))
         .collect();
     let mut unlocked_servers = HashSet::new();
+    // Their output schemas type the results of `server: self` calls.
+    let self_output_schemas: Vec<Option<serde_json::Value>> = file
+        .tools
+        .iter()
+        .map(|t| t.output_schema.as_ref().map(|s| s.to_json()))
+        .collect();
     let mut tools = Vec::new();
     let mut seen_tools: HashMap<&str, Span> = HashMap::new();
     for decl in &file.tools {
@@ -77,6 +84,9 @@ pub fn check(
             self_tools: &self_tools,
             entry: None,
             item_scope: false,
+            current_node: None,
+            written: Vec::new(),
+            self_output_schemas: &self_output_schemas,
             lock,
             unlocked_servers: &mut unlocked_servers,
             diags,
@@ -148,6 +158,12 @@ struct ToolChecker<'a> {
     /// Whether the expressions being checked are a map's args, where `$item` and `$index` are
     /// bound.
     item_scope: bool,
+    /// The node being checked, for the expressions it holds.
+    current_node: Option<ir::NodeId>,
+    /// Every expression of the tool that parsed, for the type checks (`types`).
+    written: Vec<types::Written>,
+    /// The output schemas of the graph's tools, in file order (see `self_tools`).
+    self_output_schemas: &'a [Option<serde_json::Value>],
     /// The downstream contracts, when the graph has a lock file.
     lock: Option<&'a Lock>,
     /// The servers already reported missing from the lock (W0703, once per graph).

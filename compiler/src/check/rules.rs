@@ -61,6 +61,12 @@ impl ToolChecker<'_> {
             self.analyse(&var.ast, span, index);
             let at = find_string(rule, &var.source).unwrap_or(span);
             self.item_variables(&var.source, at, "a switch `var`");
+            self.written.push(super::types::Written {
+                node: self.current_node,
+                ast: var.ast.clone(),
+                scalar: at,
+                item_scope: false,
+            });
         }
         ok.then_some(tree)
     }

@@ -143,6 +143,7 @@ impl ToolChecker<'_> {
                     }
                 }
             }
+            self.types(&mut nodes, exit_ix);
             let (line, column) = self.line_col(self.tool_span().start);
             return Some(Tool {
                 name: tool,
@@ -185,6 +186,7 @@ impl ToolChecker<'_> {
     /// Checks one node; `None` when it could not be fully resolved (already diagnosed).
     pub(super) fn node(&mut self, decl: &NodeDecl, index: &HashMap<&str, NodeId>) -> Option<Node> {
         let id = decl.id.as_ref()?.value.clone();
+        self.current_node = index.get(id.as_str()).copied();
         let (line, column) = self.line_col(node_span(decl).start);
         let kind = decl.kind?;
         let next = match (&decl.next, kind) {
@@ -318,6 +320,7 @@ impl ToolChecker<'_> {
             kind: kind?,
             next,
             on_error,
+            output_type: crate::types::Type::Unknown,
             line,
             column,
         })

@@ -1,0 +1,523 @@
+//! Types along a tool's graph, and the checks they allow (docs/types.md): each node's output type
+//! (recorded in the IR), every path into the context checked against the type of what it reads,
+//! reads of nodes that cannot have run yet, JSONata arguments against the locked input schemas,
+//! and the exit's result against the tool's `outputSchema`.
+
+use super::ToolChecker;
+use super::expressions::find_in_scalar;
+use crate::diagnostics::{Diagnostic, Span};
+use crate::ir::{Call, Node, NodeId, NodeKind, OnItemError, Target, Template};
+use crate::types::{Finding, Keys, ObjectType, Property, Scope, Type, infer};
+use jsonata_core::ast::AstNode;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// An expression as written in the tool, recorded while checking it.
+#[derive(Debug, Clone)]
+pub(super) struct Written {
+    /// The node it belongs to.
+    pub node: Option<NodeId>,
+    pub ast: Arc<AstNode>,
+    /// The YAML scalar it is written in.
+    pub scalar: Span,
+    /// A map's args, where `$item` and `$index` are bound.
+    pub item_scope: bool,
+}
+
+/// How many edges the "can it have run yet" searches may visit, per tool, before the check is
+/// skipped (a 20k-node hostile graph must still check in milliseconds).
+const REACH_BUDGET: usize = 4_000_000;
+/// Passes over the tool's nodes to let types flow around loops; each pass is sound on its own
+/// (it starts from what the previous one knew, and the first from nothing).
+const PASSES: usize = 3;
+
+impl ToolChecker<'_> {
+    /// Types the tool's nodes (stored in `nodes[i].output_type`) and reports what they show.
+    pub(super) fn types(&mut self, nodes: &mut [Node], exit: NodeId) {
+        let tool = self.tool_name().to_string();
+        let ids: HashMap<&str, NodeId> = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.id.as_str(), NodeId(i as u32)))
+            .collect();
+        let input = self.decl.input_schema.as_ref().map(|s| s.to_json());
+        let preds_of_exit: Vec<NodeId> = (0..nodes.len())
+            .map(|i| NodeId(i as u32))
+            .filter(|&i| successors(&nodes[i.index()]).contains(&exit))
+            .collect();
+
+        let mut types = vec![Type::Unknown; nodes.len()];
+        for _ in 0..PASSES {
+            for i in 0..nodes.len() {
+                let t = self.output_type(
+                    nodes,
+                    NodeId(i as u32),
+                    &types,
+                    &ids,
+                    input.as_ref(),
+                    &preds_of_exit,
+                    &tool,
+                );
+                types[i] = t;
+            }
+        }
+
+        // What each expression reads, against the final types.
+        let mut reach = Reach::new(nodes);
+        let written = std::mem::take(&mut self.written);
+        for w in &written {
+            let Some(at) = w.node else { continue };
+            let item = if w.item_scope {
+                match &nodes[at.index()].kind {
+                    NodeKind::Map { items, .. } => {
+                        let scope = FlowScope {
+                            ids: &ids,
+                            types: &types,
+                            item: None,
+                        };
+                        Some(element(infer(&items.ast, &scope, &mut Vec::new())))
+                    }
+                    _ => None,
+                }
+            } else {
+                None
+            };
+            let scope = FlowScope {
+                ids: &ids,
+                types: &types,
+                item,
+            };
+            let mut findings = Vec::new();
+            infer(&w.ast, &scope, &mut findings);
+            for f in findings {
+                self.finding(f, w, at, nodes, &ids, &mut reach);
+            }
+        }
+
+        // JSONata arguments against the locked input schemas.
+        for i in 0..nodes.len() {
+            for call in nodes[i].kind.calls() {
+                self.argument_types(call, NodeId(i as u32), &written, &ids, &types, nodes);
+            }
+        }
+
+        self.exit_result(&types[exit.index()], &tool);
+        self.written = written;
+        for (node, t) in nodes.iter_mut().zip(types) {
+            node.output_type = t;
+        }
+    }
+
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the tool's parts a node's type depends on"
+    )]
+    fn output_type(
+        &self,
+        nodes: &[Node],
+        i: NodeId,
+        types: &[Type],
+        ids: &HashMap<&str, NodeId>,
+        input: Option<&Value>,
+        preds_of_exit: &[NodeId],
+        tool: &str,
+    ) -> Type {
+        let node = &nodes[i.index()];
+        let scope = FlowScope {
+            ids,
+            types,
+            item: None,
+        };
+        let own = match &node.kind {
+            NodeKind::Entry => input.map_or(Type::Unknown, |s| {
+                Type::from_schema(s, &format!("inputSchema of tool `{tool}`"))
+            }),
+            NodeKind::Exit => exit_type(preds_of_exit.iter().map(|p| types[p.index()].clone())),
+            NodeKind::Transform(expr) => match infer(&expr.ast, &scope, &mut Vec::new()) {
+                Type::Object(mut o) if o.keys == Keys::Exact => {
+                    o.origin = format!("the object node `{}` builds", node.id);
+                    Type::Object(o)
+                }
+                t => t,
+            },
+            NodeKind::Mcp(call) => self.call_type(call),
+            NodeKind::Switch { .. } => Type::String,
+            NodeKind::Map {
+                call,
+                on_item_error,
+                ..
+            } => {
+                let item = self.call_type(call);
+                Type::Array(Box::new(match on_item_error {
+                    OnItemError::Keep => item.or(Type::error_object(&node.id)),
+                    _ => item,
+                }))
+            }
+            NodeKind::Parallel {
+                branches,
+                on_item_error,
+            } => Type::Object(ObjectType {
+                properties: branches
+                    .iter()
+                    .map(|b| Property {
+                        name: b.name.clone(),
+                        ty: match on_item_error {
+                            OnItemError::Keep => {
+                                self.call_type(&b.call).or(Type::error_object(&node.id))
+                            }
+                            _ => self.call_type(&b.call),
+                        },
+                        required: *on_item_error != OnItemError::Skip,
+                    })
+                    .collect(),
+                keys: Keys::Exact,
+                origin: format!("the branches of parallel node `{}`", node.id),
+            }),
+            NodeKind::Ask { schema, .. } => {
+                Type::from_schema(schema, &format!("the schema of ask node `{}`", node.id))
+            }
+        };
+        match &node.on_error {
+            Some(_) => own.or(Type::error_object(&node.id)),
+            None => own,
+        }
+    }
+
+    /// The output of one call: a locked tool's `outputSchema`, a `self` tool's `outputSchema`.
+    fn call_type(&self, call: &Call) -> Type {
+        match call.target {
+            Target::Server(server) => {
+                let name = self.server_names.get(server.0 as usize).copied();
+                name.and_then(|n| {
+                    self.lock
+                        .and_then(|l| l.tool(n, &call.tool))
+                        .map(|t| (n, t))
+                })
+                .and_then(|(n, t)| {
+                    t.output_schema.as_ref().map(|s| {
+                        Type::from_schema(
+                            s,
+                            &format!("outputSchema of `{n}.{}` in the lock", call.tool),
+                        )
+                    })
+                })
+                .unwrap_or_default()
+            }
+            Target::SelfTool(i) => self
+                .self_output_schemas
+                .get(i)
+                .and_then(|s| s.as_ref())
+                .map_or(Type::Unknown, |s| {
+                    Type::from_schema(s, &format!("outputSchema of tool `{}`", call.tool))
+                }),
+        }
+    }
+
+    fn finding(
+        &mut self,
+        finding: Finding,
+        w: &Written,
+        at: NodeId,
+        nodes: &[Node],
+        ids: &HashMap<&str, NodeId>,
+        reach: &mut Reach,
+    ) {
+        let tool = self.tool_name().to_string();
+        match finding {
+            Finding::Root(name) => {
+                let Some(&read) = ids.get(name.as_str()) else {
+                    return; // W0302 already
+                };
+                if reach.before(read, at) == Some(false) {
+                    let span = find_in_scalar(
+                        self.source,
+                        w.scalar,
+                        &[format!("$.{name}"), format!("{name}."), name.clone()],
+                    );
+                    self.diags.push(Diagnostic::not_yet_run(
+                        span,
+                        &name,
+                        &nodes[at.index()].id,
+                        &tool,
+                    ));
+                }
+            }
+            Finding::MissingProperty {
+                path,
+                origin,
+                closed,
+                suggestion,
+                known,
+            } => {
+                let Some(last) = path.last() else { return };
+                let joined = path.join(".");
+                let found = find_in_scalar(
+                    self.source,
+                    w.scalar,
+                    &[format!("$.{joined}"), joined.clone(), format!(".{last}")],
+                );
+                let span = if found != w.scalar && found.len() >= last.len() {
+                    Span::new(found.end - last.len(), found.end)
+                } else {
+                    found
+                };
+                let of = path[..path.len() - 1].join(".");
+                self.diags.push(Diagnostic::missing_property(
+                    span, last, &of, &origin, closed, suggestion, &known,
+                ));
+            }
+        }
+    }
+
+    /// W0702 for each top-level JSONata argument whose type cannot be what the locked tool's
+    /// inputSchema declares for it.
+    fn argument_types(
+        &mut self,
+        call: &Call,
+        node: NodeId,
+        written: &[Written],
+        ids: &HashMap<&str, NodeId>,
+        types: &[Type],
+        nodes: &[Node],
+    ) {
+        let Target::Server(server) = call.target else {
+            return;
+        };
+        let Some(server_name) = self.server_names.get(server.0 as usize).copied() else {
+            return;
+        };
+        let Some(locked) = self.lock.and_then(|l| l.tool(server_name, &call.tool)) else {
+            return;
+        };
+        let Template::Object(entries) = &call.args else {
+            return;
+        };
+        let Some(properties) = locked
+            .input_schema
+            .get("properties")
+            .and_then(Value::as_object)
+        else {
+            return;
+        };
+        let item = match &nodes[node.index()].kind {
+            NodeKind::Map { items, .. } => {
+                let scope = FlowScope {
+                    ids,
+                    types,
+                    item: None,
+                };
+                Some(element(infer(&items.ast, &scope, &mut Vec::new())))
+            }
+            _ => None,
+        };
+        for (key, value) in entries {
+            let Template::Expr(expr) = value else {
+                continue;
+            };
+            let Some(schema) = properties.get(key) else {
+                continue;
+            };
+            let wanted = Type::from_schema(schema, "");
+            let scope = FlowScope {
+                ids,
+                types,
+                item: item.clone(),
+            };
+            let got = infer(&expr.ast, &scope, &mut Vec::new());
+            if got.may_be(&wanted) {
+                continue;
+            }
+            let span = written
+                .iter()
+                .find(|w| Arc::ptr_eq(&w.ast, &expr.ast))
+                .map_or(self.tool_span(), |w| w.scalar);
+            self.diags.push(Diagnostic::expression_argument_type(
+                span,
+                key,
+                &format!("{server_name}.{}", call.tool),
+                &wanted.describe(),
+                &got.describe(),
+            ));
+        }
+    }
+
+    /// W0803 when no value the exit can return matches the tool's `outputSchema`.
+    fn exit_result(&mut self, result: &Type, tool: &str) {
+        let Some(schema) = self.decl.output_schema.as_ref() else {
+            return;
+        };
+        let json = schema.to_json();
+        let wanted = Type::from_schema(&json, "");
+        let Type::Object(want) = &wanted else { return };
+        // As written: a required property need not be declared.
+        let required: Vec<&str> = json
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        if result.is_unknown() {
+            return;
+        }
+        let mut reasons = Vec::new();
+        for member in result.members() {
+            match mismatch(member, want, &required) {
+                Some(reason) => reasons.push(reason),
+                None => return,
+            }
+        }
+        let Some(reason) = reasons.into_iter().next() else {
+            return;
+        };
+        self.diags
+            .push(Diagnostic::result_never_matches(schema.span, tool, &reason));
+    }
+}
+
+/// Why a value of type `got` can never match the object type `want`; `None` when it may.
+fn mismatch(got: &Type, want: &ObjectType, required: &[&str]) -> Option<String> {
+    match got {
+        Type::Object(o) => {
+            if matches!(o.keys, Keys::Exact | Keys::Closed) {
+                for r in required {
+                    if !o.properties.iter().any(|p| p.name == *r) {
+                        return Some(format!("it requires `{r}`, which {} never has", o.origin));
+                    }
+                }
+            }
+            for p in &o.properties {
+                if let Some(w) = want.properties.iter().find(|w| w.name == p.name)
+                    && p.required
+                    && !p.ty.may_be(&w.ty)
+                {
+                    return Some(format!(
+                        "`{}` must be {}, and {} makes it {}",
+                        p.name,
+                        w.ty.describe(),
+                        o.origin,
+                        p.ty.describe()
+                    ));
+                }
+            }
+            if want.keys == Keys::Closed && o.keys == Keys::Exact {
+                for p in o.properties.iter().filter(|p| p.required) {
+                    if !want.properties.iter().any(|w| w.name == p.name) {
+                        return Some(format!(
+                            "it allows no property `{}`, which {} always has",
+                            p.name, o.origin
+                        ));
+                    }
+                }
+            }
+            None
+        }
+        Type::Unknown => None,
+        other => Some(format!(
+            "it is an object, and the result is {}",
+            other.describe()
+        )),
+    }
+}
+
+/// The exit's output: the previous node's, with `0`, `false`, `""`, `null` and undefined
+/// replaced by `{}` (compat).
+fn exit_type(previous: impl Iterator<Item = Type>) -> Type {
+    let empty = Type::Object(ObjectType {
+        properties: Vec::new(),
+        keys: Keys::Exact,
+        origin: "the `{}` that replaces a falsy result".into(),
+    });
+    let mut out = Vec::new();
+    for t in previous {
+        for m in t.members() {
+            if matches!(m, Type::Null | Type::Boolean | Type::Number | Type::String) {
+                out.push(empty.clone());
+            }
+            if *m != Type::Null {
+                out.push(m.clone());
+            }
+        }
+        if t.is_unknown() {
+            return Type::Unknown;
+        }
+    }
+    Type::union(out)
+}
+
+/// The type of each item a map's `items` value gives: an array's elements, else the value.
+fn element(items: Type) -> Type {
+    Type::union(items.members().iter().map(|m| match m {
+        Type::Array(item) => (**item).clone(),
+        other => other.clone(),
+    }))
+}
+
+fn successors(node: &Node) -> Vec<NodeId> {
+    let mut out: Vec<NodeId> = node.next.into_iter().collect();
+    out.extend(node.on_error.as_ref().map(|e| e.next));
+    if let NodeKind::Switch { conditions } = &node.kind {
+        out.extend(conditions.iter().map(|c| c.target));
+    }
+    out
+}
+
+/// The context as an expression of the tool sees it.
+struct FlowScope<'a> {
+    ids: &'a HashMap<&'a str, NodeId>,
+    types: &'a [Type],
+    /// `$item`'s type, in a map's args.
+    item: Option<Type>,
+}
+
+impl Scope for FlowScope<'_> {
+    fn node(&self, id: &str) -> Option<Type> {
+        self.ids.get(id).map(|i| self.types[i.index()].clone())
+    }
+    fn variable(&self, name: &str) -> Option<Type> {
+        match (name, &self.item) {
+            ("item", Some(t)) => Some(t.clone()),
+            ("index", Some(_)) => Some(Type::Number),
+            _ => None,
+        }
+    }
+}
+
+/// Which nodes can run after which: searched lazily, one breadth-first search per node read,
+/// within [`REACH_BUDGET`].
+struct Reach {
+    edges: Vec<Vec<NodeId>>,
+    /// For a node `x` searched: the nodes reachable from `x` by one edge or more.
+    after: HashMap<NodeId, Vec<bool>>,
+    budget: usize,
+}
+
+impl Reach {
+    fn new(nodes: &[Node]) -> Reach {
+        Reach {
+            edges: nodes.iter().map(successors).collect(),
+            after: HashMap::new(),
+            budget: REACH_BUDGET,
+        }
+    }
+
+    /// Whether `read` can have run before `at` on some path (every node is reachable from the
+    /// entry, or has its own warning); `None` when the budget is spent.
+    fn before(&mut self, read: NodeId, at: NodeId) -> Option<bool> {
+        if !self.after.contains_key(&read) {
+            let cost = self.edges.iter().map(Vec::len).sum::<usize>() + self.edges.len();
+            if cost > self.budget {
+                return None;
+            }
+            self.budget -= cost;
+            let mut seen = vec![false; self.edges.len()];
+            let mut queue: Vec<NodeId> = self.edges[read.index()].clone();
+            while let Some(n) = queue.pop() {
+                if !std::mem::replace(&mut seen[n.index()], true) {
+                    queue.extend(self.edges[n.index()].iter().copied());
+                }
+            }
+            self.after.insert(read, seen);
+        }
+        Some(self.after[&read][at.index()])
+    }
+}

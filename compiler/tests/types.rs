@@ -1,0 +1,256 @@
+//! Types along the graph (docs/types.md): what the reference checks report, where, and that the
+//! examples and the shared corpora raise no false alarm.
+
+use mcpgraph_compiler::render::{self, Style};
+use mcpgraph_compiler::types::{Keys, Type};
+use mcpgraph_compiler::{Code, SourceFile, compile, compile_with};
+use std::path::{Path, PathBuf};
+
+fn check(text: &str) -> mcpgraph_compiler::Checked {
+    compile(&SourceFile::new("t.yaml", text), None)
+}
+
+fn codes(checked: &mcpgraph_compiler::Checked) -> Vec<&'static str> {
+    checked
+        .diagnostics
+        .iter()
+        .map(|d| d.code.as_str())
+        .collect()
+}
+
+/// (line, column) of each diagnostic of `code`.
+fn positions(text: &str, checked: &mcpgraph_compiler::Checked, code: Code) -> Vec<(usize, usize)> {
+    checked
+        .diagnostics
+        .iter()
+        .filter(|d| d.code == code)
+        .map(|d| mcpgraph_compiler::diagnostics::line_col(text, d.span().unwrap().start))
+        .collect()
+}
+
+const GREET: &str = r#"version: "1.0"
+server: {name: g, version: "1.0"}
+tools:
+  - name: greet
+    description: greets
+    inputSchema:
+      type: object
+      properties:
+        name: {type: string}
+      required: [name]
+    outputSchema:
+      type: object
+      properties:
+        greeting: {type: string}
+    nodes:
+      - {id: entry, type: entry, next: hello}
+      - id: hello
+        type: transform
+        transform: {expr: '{ "greeting": "Hello, " & $.entry.nmae }'}
+        next: exit
+      - {id: exit, type: exit}
+"#;
+
+#[test]
+fn the_field_typo_of_the_issue_is_a_warning_inside_the_expression() {
+    let checked = check(GREET);
+    assert_eq!(codes(&checked), ["W0802"]);
+    let d = &checked.diagnostics[0];
+    assert_eq!(
+        d.message,
+        "`nmae` is not a property of `entry` (inputSchema of tool `greet`)"
+    );
+    assert_eq!(d.help.as_deref(), Some("did you mean `name`?"));
+    let col = GREET.lines().nth(18).unwrap().find("nmae").unwrap() + 1;
+    assert_eq!(positions(GREET, &checked, Code::W0802), [(19, col)]);
+    // The graph still builds: a warning.
+    assert!(checked.graph.is_some());
+    // Fixed, it is clean, and the transform's output type is recorded in the IR.
+    let fixed = check(&GREET.replace("nmae", "name"));
+    assert!(fixed.diagnostics.is_empty(), "{:?}", codes(&fixed));
+    let graph = fixed.graph.unwrap();
+    let Type::Object(o) = &graph.tools[0].nodes[1].output_type else {
+        panic!("{:?}", graph.tools[0].nodes[1].output_type)
+    };
+    assert_eq!(o.keys, Keys::Exact);
+    assert_eq!(o.properties[0].name, "greeting");
+    assert_eq!(o.properties[0].ty, Type::String);
+}
+
+#[test]
+fn a_closed_schema_makes_it_an_error() {
+    let text = GREET.replace(
+        "      required: [name]\n    outputSchema",
+        "      required: [name]\n      additionalProperties: false\n    outputSchema",
+    );
+    let checked = check(&text);
+    assert_eq!(codes(&checked), ["E0801"]);
+    assert!(checked.graph.is_none());
+}
+
+#[test]
+fn a_node_read_before_it_can_run_is_always_undefined() {
+    let text = r#"version: "1.0"
+server: {name: g, version: "1.0"}
+tools:
+  - name: t
+    description: d
+    inputSchema: {type: object}
+    nodes:
+      - {id: entry, type: entry, next: first}
+      - {id: first, type: transform, transform: {expr: '$.later.x'}, next: later}
+      - {id: later, type: transform, transform: {expr: '{"x": 1}'}, next: exit}
+      - {id: exit, type: exit}
+"#;
+    let checked = check(text);
+    assert_eq!(codes(&checked), ["W0801"]);
+    let col = text.lines().nth(8).unwrap().find("$.later").unwrap() + 1;
+    assert_eq!(positions(text, &checked, Code::W0801), [(9, col)]);
+    // In a loop, the node may have run before: no warning.
+    let looped = r#"version: "1.0"
+server: {name: g, version: "1.0"}
+tools:
+  - name: t
+    description: d
+    inputSchema: {type: object}
+    nodes:
+      - {id: entry, type: entry, next: step}
+      - {id: step, type: transform, transform: {expr: '{"n": $exists($.step) ? $.step.n + 1 : 0}'}, next: more}
+      - id: more
+        type: switch
+        conditions:
+          - {rule: {"<": [{var: "step.n"}, 3]}, target: step}
+          - {target: exit}
+      - {id: exit, type: exit}
+"#;
+    let checked = check(looped);
+    assert!(checked.diagnostics.is_empty(), "{:?}", codes(&checked));
+    // And a misspelt field read by a switch var is found there too.
+    let checked = check(&looped.replace("var: \"step.n\"", "var: \"step.m\""));
+    assert_eq!(codes(&checked), ["W0802"]);
+}
+
+#[test]
+fn the_exit_result_against_the_output_schema() {
+    let text = GREET.replace("$.entry.nmae", "$.entry.name").replace(
+        "greeting: {type: string}",
+        "greeting: {type: string}\n      required: [message]",
+    );
+    let checked = check(&text);
+    assert_eq!(
+        codes(&checked),
+        ["W0803"],
+        "{}",
+        render::human_all(
+            &checked,
+            &SourceFile::new("t.yaml", text.clone()),
+            Style::PLAIN
+        )
+    );
+    assert!(checked.diagnostics[0].message.contains("`message`"));
+    // A type that can never match.
+    let text = GREET.replace(
+        r#"'{ "greeting": "Hello, " & $.entry.nmae }'"#,
+        r#"'[1, 2]'"#,
+    );
+    assert_eq!(codes(&check(&text)), ["W0803"]);
+    // An unknown result, or a union with a matching member, is fine.
+    let text = GREET.replace(
+        r#"'{ "greeting": "Hello, " & $.entry.nmae }'"#,
+        r#"'$.entry.name = "x" ? [1] : { "greeting": "x" }'"#,
+    );
+    assert!(check(&text).diagnostics.is_empty());
+}
+
+#[test]
+fn map_items_and_parallel_branches_are_typed() {
+    let text = r#"version: "1.0"
+server: {name: g, version: "1.0"}
+tools:
+  - name: squares
+    description: d
+    inputSchema:
+      type: object
+      properties:
+        xs: {type: array, items: {type: object, properties: {value: {type: number}}}}
+    outputSchema: {type: object, properties: {n: {type: number}}}
+    nodes:
+      - {id: entry, type: entry, next: each}
+      - id: each
+        type: map
+        items: $.entry.xs
+        server: self
+        tool: square
+        args: {x: "$item.valeu"}
+        next: exit
+      - {id: exit, type: exit}
+  - name: square
+    description: d
+    inputSchema: {type: object, properties: {x: {type: number}}}
+    outputSchema: {type: object, properties: {n: {type: number}}, required: [n]}
+    nodes:
+      - {id: entry, type: entry, next: sq}
+      - {id: sq, type: transform, transform: {expr: '{"n": $.entry.x * $.entry.x}'}, next: exit}
+      - {id: exit, type: exit}
+"#;
+    let checked = check(text);
+    // `$item.valeu`: the items are objects with `value`; the map's result is an array, never the object
+    // the outputSchema wants.
+    assert_eq!(codes(&checked), ["W0803", "W0802"]);
+    assert!(
+        checked.diagnostics[1]
+            .message
+            .contains("`valeu` is not a property of")
+    );
+}
+
+/// The graphs of the examples, our tests and the shared corpora check with no type or contract
+/// diagnostic: the checks raise no false alarm.
+#[test]
+fn no_false_alarms_in_the_examples_and_the_corpora() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let dirs = [
+        root.join("examples"),
+        root.join("tests/graphs"),
+        root.join("tests/conformance"),
+        root.join("../shared/conformance/graphs"),
+    ];
+    let mut files: Vec<PathBuf> = Vec::new();
+    for dir in dirs {
+        let entries = std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        for entry in entries {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "yaml") {
+                files.push(path);
+            }
+        }
+    }
+    assert!(files.len() >= 20, "{files:?}");
+    let mut alarms = Vec::new();
+    for path in &files {
+        let text = std::fs::read_to_string(path).unwrap();
+        let file = SourceFile::new(path.display().to_string(), text);
+        let lock = mcpgraph_compiler::lock::read_beside(path).map(|l| l.unwrap());
+        let checked = compile_with(&file, None, lock.as_ref());
+        for d in &checked.diagnostics {
+            // A case of the runtime's output validation, written to fail it: the warning is right.
+            if d.code == Code::W0803 && d.message.contains("tool `bad_output`") {
+                continue;
+            }
+            if d.code.as_str().starts_with("E07")
+                || d.code.as_str().starts_with("W07")
+                || d.code.as_str().starts_with("E08")
+                || d.code.as_str().starts_with("W08")
+            {
+                alarms.push(render::plain_list(
+                    &mcpgraph_compiler::Checked {
+                        graph: None,
+                        diagnostics: vec![d.clone()],
+                    },
+                    &file,
+                ));
+            }
+        }
+    }
+    assert!(alarms.is_empty(), "{}", alarms.join("\n"));
+}
