@@ -69,13 +69,17 @@ pub fn main(graph_json: &str, tools: &[&str]) -> ExitCode {
 }
 
 /// Servers of an MCP JSON file replace the graph's servers that came from an MCP file at build
-/// time; the graph file's own servers always win.
+/// time; the graph file's own servers always win. A replaced server keeps its locked contract:
+/// the graph was checked against it, so a replacement that differs is drift.
 fn with_mcp_file(mut graph: Graph, path: &str) -> Result<Graph, String> {
     let file = SourceFile::read(std::path::Path::new(path)).map_err(|d| d.message)?;
     let servers = mcpgraph_compiler::mcp_file_servers(&file).map_err(|e| format!("{path}: {e}"))?;
-    for server in servers {
+    for mut server in servers {
         match graph.servers.iter_mut().find(|s| s.name == server.name) {
-            Some(existing) if existing.external => *existing = server,
+            Some(existing) if existing.external => {
+                server.lock = existing.lock.take();
+                *existing = server;
+            }
             Some(_) => {}
             None => graph.servers.push(server),
         }
