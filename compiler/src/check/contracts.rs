@@ -162,6 +162,9 @@ fn arguments(
     }
 
     let composed = COMPOSITION.iter().any(|k| schema.contains_key(*k));
+    // An open schema without `properties` (`{type: object}`: "any object") declares nothing, so
+    // no argument is undeclared; with `properties`, even `{}`, the tool said what it takes.
+    let declares = schema.get("properties").is_some_and(Value::is_object);
     let additional = schema.get("additionalProperties");
     for ((key, value), &is_literal) in entries.iter().zip(&literal) {
         let name = key.key_text();
@@ -178,6 +181,7 @@ fn arguments(
                 }
                 // A schema for the other properties: they are expected, and must fit it.
                 Some(other @ Value::Object(o)) if !o.is_empty() => Some(other),
+                _ if !declares => None,
                 _ => {
                     let suggestion = suggest(budget, &name, &declared);
                     out.push(Diagnostic::undeclared_argument(
@@ -505,6 +509,10 @@ mod tests {
         assert_eq!(got[0].0, Code::W0701);
         let closed = json!({"properties": {"path": {}}, "additionalProperties": false});
         assert_eq!(codes(closed, "{pth: x}"), [Code::E0704]);
+        let any = json!({"type": "object"});
+        assert_eq!(codes(any, "{anything: 1}"), []);
+        let none = json!({"type": "object", "properties": {}});
+        assert_eq!(codes(none, "{anything: 1}"), [Code::W0701]);
         let map = json!({"additionalProperties": {"type": "string"}});
         assert_eq!(codes(map.clone(), "{a: x, b: y}"), []);
         assert_eq!(codes(map, "{a: 1}"), [Code::E0705]);
