@@ -67,10 +67,41 @@ pub enum Keys {
 const MAX_DEPTH: usize = 8;
 /// Unions with more members are `Unknown`.
 const MAX_MEMBERS: usize = 12;
+/// Types with more parts are `Unknown`: an object built of copies of another object, over a
+/// chain of nodes, would otherwise grow exponentially (a hostile graph must still check fast).
+const MAX_SIZE: usize = 512;
 
 impl Type {
     pub fn is_unknown(&self) -> bool {
         matches!(self, Type::Unknown)
+    }
+
+    /// The number of parts of the type, counted up to `limit` (then `limit + 1`).
+    fn size(&self, limit: usize) -> usize {
+        let mut count = 0;
+        let mut stack = vec![self];
+        while let Some(t) = stack.pop() {
+            count += 1;
+            if count > limit {
+                break;
+            }
+            match t {
+                Type::Array(item) => stack.push(item),
+                Type::Object(o) => stack.extend(o.properties.iter().map(|p| &p.ty)),
+                Type::Union(members) => stack.extend(members.iter()),
+                _ => {}
+            }
+        }
+        count
+    }
+
+    /// `Unknown` when the type has more than [`MAX_SIZE`] parts.
+    fn bounded(self) -> Type {
+        if self.size(MAX_SIZE) > MAX_SIZE {
+            Type::Unknown
+        } else {
+            self
+        }
     }
 
     /// The union of two types (`Unknown` absorbs everything).
@@ -101,7 +132,7 @@ impl Type {
             0 => Type::Unknown,
             1 => members.pop().unwrap_or_default(),
             n if n > MAX_MEMBERS => Type::Unknown,
-            _ => Type::Union(members),
+            _ => Type::Union(members).bounded(),
         }
     }
 
@@ -114,7 +145,7 @@ impl Type {
 
     /// A JSON value's type (an object's keys are exact).
     pub fn of_value(value: &Value, origin: &str) -> Type {
-        Type::of_value_at(value, origin, 0)
+        Type::of_value_at(value, origin, 0).bounded()
     }
 
     fn of_value_at(value: &Value, origin: &str, depth: usize) -> Type {
@@ -152,7 +183,7 @@ impl Type {
 
     /// The type a JSON Schema describes; `origin` names the schema in messages.
     pub fn from_schema(schema: &Value, origin: &str) -> Type {
-        Type::from_schema_at(schema, origin, 0)
+        Type::from_schema_at(schema, origin, 0).bounded()
     }
 
     fn from_schema_at(schema: &Value, origin: &str, depth: usize) -> Type {
@@ -452,6 +483,7 @@ impl Infer<'_> {
                 } else {
                     Type::union(element)
                 }))
+                .bounded()
             }
             AstNode::Object(pairs) => {
                 let mut properties: Vec<Property> = Vec::new();
@@ -481,6 +513,7 @@ impl Infer<'_> {
                     keys,
                     origin: "the object built here".into(),
                 })
+                .bounded()
             }
             AstNode::Block(items) => {
                 self.frames.push(Vec::new());

@@ -1,6 +1,6 @@
 //! `check` must survive any input: random YAML-ish text and mutations of real graphs.
 
-use mcpgraph_compiler::{SourceFile, compile};
+use mcpgraph_compiler::{SourceFile, compile, compile_with};
 use proptest::prelude::*;
 
 const SEEDS: &[&str] = &[
@@ -8,7 +8,13 @@ const SEEDS: &[&str] = &[
     include_str!("../../examples/switch.yaml"),
     include_str!("../../examples/count_files.yaml"),
     include_str!("../../examples/greeting_next.yaml"),
+    include_str!("../../examples/fetch_files.yaml"),
+    include_str!("../../examples/parallel_inspect.yaml"),
 ];
+
+/// A lock of `@modelcontextprotocol/server-filesystem` (named `filesystem`, as the examples
+/// name it), so that mutations reach the contract and type checks.
+const LOCK: &str = include_str!("codes/E0703.lock.json");
 
 /// Pieces that make mutations likely to reach deep checks rather than YAML syntax errors.
 const TOKENS: &[&str] = &[
@@ -87,6 +93,17 @@ proptest! {
         let checked = compile(&SourceFile::new("fuzz.yaml", text.clone()), None);
         // Rendering must not panic either, whatever the spans.
         let rendered = mcpgraph_compiler::render::human_all(&checked, &SourceFile::new("fuzz.yaml", text), mcpgraph_compiler::render::Style::PLAIN);
+        prop_assert!(!rendered.is_empty());
+    }
+
+    #[test]
+    fn mutated_graphs_with_a_lock_never_panic(seed in 0..SEEDS.len(), edits in prop::collection::vec((any::<usize>(), any::<usize>(), any::<usize>(), any::<u8>()), 1..6), lock_edits in prop::collection::vec((any::<usize>(), any::<usize>(), any::<usize>(), any::<u8>()), 0..3)) {
+        let text = mutate(SEEDS[seed], &edits);
+        // The lock mutated too, a third of the time: a broken lock is a diagnostic, not a panic.
+        let lock = if lock_edits.len() == 2 { mutate(LOCK, &lock_edits) } else { LOCK.to_string() };
+        let file = SourceFile::new("fuzz.yaml", text);
+        let checked = compile_with(&file, None, Some(&SourceFile::new("fuzz.lock.json", lock)));
+        let rendered = mcpgraph_compiler::render::human_all(&checked, &file, mcpgraph_compiler::render::Style::PLAIN);
         prop_assert!(!rendered.is_empty());
     }
 
