@@ -187,8 +187,8 @@ pub fn check(common: &Common) -> ExitCode {
         if let Some(change) = info {
             eprintln!(
                 "note: server `{name}`: {change} ({} then, {} now)",
-                describe(then),
-                describe(now)
+                identity(then),
+                identity(now)
             );
             notes += 1;
         }
@@ -278,18 +278,22 @@ fn show(file: &SourceFile, d: mcpgraph_compiler::Diagnostic) -> ExitCode {
     ExitCode::from(1)
 }
 
-/// `name version, protocol P` of a server, as far as it said.
-fn describe(server: &LockedServer) -> String {
+/// `name version` of a server, as far as its `serverInfo` says.
+fn identity(server: &LockedServer) -> String {
     let field = |key: &str| server.server_info.get(key).and_then(|v| v.as_str());
-    let mut text = match (field("name"), field("version")) {
+    match (field("name"), field("version")) {
         (Some(name), Some(version)) => format!("{name} {version}"),
         (Some(name), None) => name.to_string(),
         _ => "no serverInfo".to_string(),
-    };
-    if let Some(version) = &server.protocol_version {
-        text.push_str(&format!(", protocol {version}"));
     }
-    text
+}
+
+/// [`identity`], and the protocol version agreed on.
+fn describe(server: &LockedServer) -> String {
+    match &server.protocol_version {
+        Some(version) => format!("{}, protocol {version}", identity(server)),
+        None => identity(server),
+    }
 }
 
 fn tools(n: usize) -> String {
