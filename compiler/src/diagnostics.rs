@@ -893,7 +893,7 @@ impl Diagnostic {
             format!("argument `{key}` of `{tool}` must be {wanted} (its locked inputSchema), and this expression gives {got}"),
             format!("gives {got}"),
         )
-        .with_help(format!("convert the value (e.g. with `$string()` or `$number()`), or pass another one"))
+        .with_help("convert the value (e.g. with `$string()` or `$number()`), or pass another one")
     }
 
     /// W0803: the exit's result can never match the tool's `outputSchema`.
