@@ -367,6 +367,14 @@ fn a_stale_lock_is_repaired_by_lock_and_an_unusable_one_is_an_error() {
     // `lock` writes it again.
     assert_eq!(mcpgraph(&dir, &["lock", "g.yaml"], &[]).code, 0);
     assert_eq!(mcpgraph(&dir, &["check", "g.yaml"], &[]).code, 0);
+
+    // A graph whose YAML cannot be read is refused: it must not lock an empty list over this.
+    let good = lock_text(&dir, "g");
+    std::fs::write(dir.join("g.yaml"), "tools: [\n").unwrap();
+    let run = mcpgraph(&dir, &["lock", "g.yaml"], &[]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(run.stderr.contains("E0001"), "{}", run.stderr);
+    assert_eq!(lock_text(&dir, "g"), good);
 }
 
 #[test]

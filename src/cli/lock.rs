@@ -261,9 +261,17 @@ pub fn online(common: &Common) -> Result<(SourceFile, Checked, bool), ExitCode> 
     Ok((file, checked, complete))
 }
 
+/// The graph and MCP files. A graph whose YAML cannot be read at all is refused with its
+/// diagnostics: it would look like a graph that calls nothing, and lock an empty list.
 fn read_files(common: &Common) -> Result<(SourceFile, Option<SourceFile>), ExitCode> {
     let file = read(&common.file)?;
     let mcp = common.mcp.as_deref().map(read).transpose()?;
+    if mcpgraph_compiler::yaml::parse(&file.text).is_err() {
+        let checked = mcpgraph_compiler::compile(&file, mcp.as_ref());
+        let text = render::human_all(&checked, &file, style());
+        let _ = std::io::stderr().write_all(text.as_bytes());
+        return Err(ExitCode::from(1));
+    }
     Ok((file, mcp))
 }
 
