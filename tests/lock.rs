@@ -477,15 +477,15 @@ fn serve_warns_of_drift_and_the_call_still_succeeds() {
     while warnings.len() < 3 {
         let left = deadline.saturating_duration_since(Instant::now());
         match lines.recv_timeout(left) {
-            Ok(line) if line.contains("since the lock") => warnings.push(line),
+            Ok(line) if line.contains("differs from the lock") => warnings.push(line),
             Ok(_) => {}
             Err(e) => panic!("{e}: only these drift warnings: {warnings:#?}"),
         }
     }
     let expected = [
-        "server `svc`: tool `greet` changed: inputSchema differs at /properties/name/type since the lock; run `mcpgraph lock` and check the graph again",
-        "server `svc`: tool `shout` is gone since the lock; run `mcpgraph lock` and check the graph again",
-        "server `svc`: tool `yell` is new since the lock; run `mcpgraph lock` and check the graph again",
+        "server `svc` differs from the lock: tool `greet` changed: inputSchema differs at /properties/name/type (run `mcpgraph lock`, then check the graph)",
+        "server `svc` differs from the lock: tool `shout` removed (run `mcpgraph lock`, then check the graph)",
+        "server `svc` differs from the lock: tool `yell` added (run `mcpgraph lock`, then check the graph)",
     ];
     for (line, expected) in warnings.iter().zip(expected) {
         assert!(
@@ -504,7 +504,7 @@ fn serve_warns_of_drift_and_the_call_still_succeeds() {
     assert!(server.wait_exit(Duration::from_secs(15)).is_some());
     let rest: Vec<String> = lines.iter().collect();
     assert!(
-        rest.iter().all(|l| !l.contains("since the lock")),
+        rest.iter().all(|l| !l.contains("differs from the lock")),
         "{rest:#?}"
     );
 }

@@ -14,7 +14,7 @@ use crate::failure::{Failure, FailureKind};
 use crate::value::to_jvalue;
 use jsonata_core::value::JValue;
 use mcpgraph_compiler::ir::{Server, ServerId, Transport};
-use mcpgraph_compiler::lock::{self, LockedServer, LockedTool, ToolChange};
+use mcpgraph_compiler::lock::{self, LockedServer, LockedTool};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
     Implementation,
@@ -440,14 +440,9 @@ async fn warn_of_drift(
         }
     };
     for (tool, change) in lock::diff_tools(locked, &live) {
-        let what = match &change {
-            ToolChange::Added => "is new since the lock".to_string(),
-            ToolChange::Removed => "is gone since the lock".to_string(),
-            ToolChange::Changed(_) => format!("{change} since the lock"),
-        };
         tracing::warn!(
             target: "mcpgraph::downstream",
-            "server `{name}`: tool `{tool}` {what}; run `mcpgraph lock` and check the graph again"
+            "server `{name}` differs from the lock: tool `{tool}` {change} (run `mcpgraph lock`, then check the graph)"
         );
     }
 }
