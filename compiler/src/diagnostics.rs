@@ -712,7 +712,7 @@ impl Diagnostic {
         Diagnostic::new(
             Code::E0702,
             span,
-            format!("the lock file lists no tool `{tool}` on server `{server}`"),
+            format!("server `{server}` has no tool `{tool}`"),
             format!("not a tool of `{server}`"),
         )
         .with_help(help)
