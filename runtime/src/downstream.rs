@@ -5,8 +5,8 @@
 //! drained continuously into a bounded log, whose recent lines are appended to errors.
 //!
 //! A server with a locked contract (`Server::lock`) has its live `tools/list` compared with the
-//! lock after its first connection, beside the call that made it: drift is a warning in the log,
-//! never a failure or a delay.
+//! lock once, on its first connection, after the first call there has its answer: drift is a
+//! warning in the log, never a failure or a delay.
 
 use crate::child::ChildProcess;
 use crate::envsubst::{expand_env, redact};
@@ -145,6 +145,7 @@ impl Downstream {
         let peer = connection.service.peer().clone();
         // Dropping this future (time limit, cancellation) sends notifications/cancelled downstream.
         let outcome = tokio::time::timeout(timeout, peer.call_tool_once(params)).await;
+        Self::check_drift(runtime, slot, &connection);
         let failure = match outcome {
             Ok(Ok(CallToolResponse::Complete(result))) => return extract(result),
             Ok(Ok(_)) => Failure::new(
@@ -203,6 +204,13 @@ impl Downstream {
             })??;
         let connection = Arc::new(started);
         *guard = Some(connection.clone());
+        Ok(connection)
+    }
+
+    /// Starts the drift check of a locked server once, after the first call on its first
+    /// connection has its answer: a server that answers one request at a time never makes that
+    /// call wait for the listing.
+    fn check_drift(runtime: &Handle, slot: &Slot, connection: &Connection) {
         if let Some(locked) = &slot.server.lock
             && !slot.drift_checked.swap(true, Ordering::Relaxed)
         {
@@ -215,7 +223,6 @@ impl Downstream {
             );
             runtime.spawn(async move { warn_of_drift(&name, &locked, &peer, timeout_ms).await });
         }
-        Ok(connection)
     }
 
     /// Closes every connection: each child's stdin is closed, then it gets a grace period,
