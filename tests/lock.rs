@@ -189,6 +189,27 @@ fn a_server_that_cannot_start_is_named_and_the_others_are_locked() {
     let lock = lock_json(&dir, "g");
     let servers: Vec<&String> = lock["servers"].as_object().unwrap().keys().collect();
     assert_eq!(servers, ["mock"]);
+
+    // An HTTP server that cannot be reached: its URL as written, never the expanded secret.
+    let servers = "  web: { type: streamableHttp, url: \"http://127.0.0.1:1/mcp?token=${MCPGRAPH_TEST_TOKEN}\" }\n";
+    std::fs::write(
+        dir.join("g.yaml"),
+        graph(servers, &["server: web, tool: t, args: {}"]),
+    )
+    .unwrap();
+    let run = mcpgraph(
+        &dir,
+        &["lock", "g.yaml"],
+        &[("MCPGRAPH_TEST_TOKEN", "tok-secret-8812")],
+    );
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains(
+            "error: cannot read server `web`: MCP client initialization failed: cannot reach http://127.0.0.1:1/mcp?token=${MCPGRAPH_TEST_TOKEN}: connection refused"
+        ) && !run.stderr.contains("tok-secret-8812"),
+        "{}",
+        run.stderr
+    );
 }
 
 #[test]
