@@ -694,3 +694,33 @@ fn an_http_server_is_locked_like_a_stdio_one() {
     assert_eq!(web["tools"]["echo"], local["tools"]["echo"]);
     assert!(web["tools"].as_object().unwrap().len() > 5, "{web}");
 }
+
+#[test]
+fn servers_of_an_mcp_file_are_locked_like_the_graphs_own() {
+    let dir = tempdir("mcp-file");
+    let mcp = json!({"mcpServers": {
+        "mock": {"command": "python3", "args": [mock_server()]},
+        "spare": {"command": "never-started"},
+    }});
+    std::fs::write(dir.join("mcp.json"), mcp.to_string()).unwrap();
+    let text =
+        graph("", &["server: mock, tool: echo, args: {}"]).replace("mcpServers:\ntools:", "tools:");
+    std::fs::write(dir.join("g.yaml"), text).unwrap();
+    let run = mcpgraph(&dir, &["lock", "g.yaml", "-m", "mcp.json"], &[]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let lock = lock_json(&dir, "g");
+    let servers: Vec<&String> = lock["servers"].as_object().unwrap().keys().collect();
+    assert_eq!(servers, ["mock"]);
+    let check = mcpgraph(&dir, &["lock", "--check", "g.yaml", "-m", "mcp.json"], &[]);
+    assert_eq!(check.code, 0, "{}", check.stderr);
+    // Without the MCP file the server is not declared: named, and nothing to compare.
+    let check = mcpgraph(&dir, &["lock", "--check", "g.yaml"], &[]);
+    assert_eq!(check.code, 1, "{}", check.stderr);
+    assert!(
+        check
+            .stderr
+            .contains("error: cannot read server `mock`: no such server is declared"),
+        "{}",
+        check.stderr
+    );
+}
