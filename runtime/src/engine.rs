@@ -3,7 +3,7 @@
 
 use crate::cancel::Cancel;
 use crate::downstream::Downstream;
-use crate::executor::{self, Asker, NodeObserver, RunEnv};
+use crate::executor::{self, Asker, Breakpoints, NodeObserver, RunEnv};
 use crate::failure::{Failure, FailureKind, RunError};
 use crate::pool::Pool;
 use crate::program::Program;
@@ -24,6 +24,9 @@ pub struct CallOptions {
     pub observer: Option<NodeObserver>,
     /// Answers `ask` nodes; `None`: they fail with kind `unavailable`.
     pub asker: Option<Asker>,
+    /// Stops the run before a node of the called tool: the call ends as cancelled
+    /// ([`CallError::Cancelled`]); the caller's function knows where it stopped.
+    pub breakpoints: Option<Breakpoints>,
 }
 
 pub struct Engine {
@@ -138,7 +141,7 @@ impl Engine {
             CallOptions {
                 cancel,
                 observer,
-                asker: None,
+                ..CallOptions::default()
             },
         )
         .await
@@ -155,6 +158,7 @@ impl Engine {
             cancel,
             observer,
             asker,
+            breakpoints,
         } = options;
         let index = self
             .program
@@ -187,7 +191,15 @@ impl Engine {
                     let downstream = self.downstream.clone();
                     runtime
                         .spawn_blocking(move || {
-                            run_pure(&program, index, args, downstream, cancel, observer)
+                            run_pure(
+                                &program,
+                                index,
+                                args,
+                                downstream,
+                                cancel,
+                                observer,
+                                breakpoints,
+                            )
                         })
                         .await
                         .unwrap_or_else(|_| Err(internal_error(name, "the run panicked")))
@@ -200,6 +212,7 @@ impl Engine {
                     self.downstream.clone(),
                     cancel,
                     observer,
+                    breakpoints,
                 ),
             }
         } else {
@@ -216,6 +229,7 @@ impl Engine {
                             cancel,
                             on_node: observer,
                             asker,
+                            breakpoints,
                         };
                         executor::run(&program, index, args, &env)
                             .await
@@ -265,6 +279,7 @@ fn run_pure(
     downstream: Arc<Downstream>,
     cancel: Cancel,
     observer: Option<NodeObserver>,
+    breakpoints: Option<Breakpoints>,
 ) -> Result<Value, RunError> {
     let env = RunEnv {
         downstream,
@@ -272,6 +287,7 @@ fn run_pure(
         cancel,
         on_node: observer,
         asker: None,
+        breakpoints,
     };
     let run = executor::run(program, index, args, &env);
     let mut run = std::pin::pin!(run);

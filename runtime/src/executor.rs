@@ -42,7 +42,13 @@ pub struct RunEnv {
     pub on_node: Option<NodeObserver>,
     /// Who answers `ask` nodes; `None`: nobody can (kind `unavailable`).
     pub asker: Option<Asker>,
+    /// Asked before each node of the called tool (not of `server: self` callees) runs: `true`
+    /// stops the run there, before the node, as a cancellation (the toolkit's breakpoints).
+    pub breakpoints: Option<Breakpoints>,
 }
+
+/// Whether a run stops before the node of this id (see [`RunEnv::breakpoints`]).
+pub type Breakpoints = Arc<dyn Fn(&str) -> bool + Send + Sync>;
 
 /// Called after each executed node of a call (progress notifications, `--trace`).
 pub type NodeObserver = Arc<dyn Fn(&NodeReport<'_>) + Send + Sync>;
@@ -563,6 +569,15 @@ impl<'a> Run<'a> {
         loop {
             self.check_limits()?;
             let node = self.tool.node(current);
+            if self.prefix.is_empty()
+                && let Some(breakpoints) = &self.session.env.breakpoints
+                && breakpoints(&node.id)
+            {
+                return Err(self.between_nodes(Failure::new(
+                    FailureKind::Cancelled,
+                    format!("Stopped at breakpoint \"{}\"", node.id),
+                )));
+            }
             let node_start = self.session.started.elapsed();
             let step = match &node.kind {
                 NodeKind::Entry => Ok((self.arguments.clone(), node.next, None)),

@@ -25,7 +25,7 @@ mod value;
 mod watchdog;
 
 pub use engine::{CallError, CallOptions, Engine, LoadError};
-pub use executor::{Asker, NodeObserver, NodeReport, Question, Refusal};
+pub use executor::{Asker, Breakpoints, NodeObserver, NodeReport, Question, Refusal};
 pub use failure::{Failure, FailureKind, RunError};
 pub use lock::{Discovered, discover, discover_once};
 pub use serve::{ServeError, call_once, init_logging, run_stdio, serve_stdio};

@@ -227,6 +227,7 @@ impl ServerHandler for GraphServer {
             cancel: context.ct.clone(),
             observer,
             asker: elicitation(&context),
+            ..CallOptions::default()
         };
         let outcome = engine.call_with(&request.name, args, options).await;
         // Progress after the result is lost to the client: every notification is written and

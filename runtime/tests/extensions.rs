@@ -456,3 +456,61 @@ fn a_map_gathering_too_much_stops_at_the_value_limit() {
         "{error}"
     );
 }
+
+/// A breakpoint stops the run before the node, the n-th time it is reached; the nodes before it
+/// were reported, the node itself was not run.
+#[test]
+fn a_breakpoint_stops_the_run_before_its_node() {
+    let text = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/loop.yaml"),
+    )
+    .unwrap();
+    let graph = compile(&SourceFile::new("loop.yaml", text), None)
+        .graph
+        .unwrap();
+    let tool = graph.tools[0].name.clone();
+    let switch = graph.tools[0]
+        .nodes
+        .iter()
+        .find(|n| n.kind.type_name() == "switch")
+        .map(|n| n.id.clone())
+        .unwrap();
+    let engine = Engine::load(graph).unwrap();
+    let reports: Arc<Mutex<Vec<String>>> = Arc::default();
+    let seen = reports.clone();
+    let observer: NodeObserver = Arc::new(move |r: &NodeReport<'_>| {
+        seen.lock().unwrap().push(r.node.to_string());
+    });
+    // Stop the second time the switch is reached.
+    let hits = Arc::new(Mutex::new(0));
+    let at = switch.clone();
+    let breakpoints: mcpgraph_runtime::Breakpoints = Arc::new(move |node: &str| {
+        if node != at {
+            return false;
+        }
+        let mut hits = hits.lock().unwrap();
+        *hits += 1;
+        *hits == 2
+    });
+    let rt = runtime();
+    let outcome = rt.block_on(engine.call_with(
+        &tool,
+        args(json!({"n": 5})),
+        CallOptions {
+            observer: Some(observer),
+            breakpoints: Some(breakpoints),
+            ..Default::default()
+        },
+    ));
+    assert!(matches!(outcome, Err(CallError::Cancelled)), "{outcome:?}");
+    let reports = reports.lock().unwrap();
+    assert_eq!(
+        reports.iter().filter(|n| **n == switch).count(),
+        1,
+        "{reports:?}"
+    );
+    assert_ne!(reports.last(), Some(&switch), "{reports:?}");
+    // Without breakpoints the same call finishes.
+    let done = rt.block_on(engine.call(&tool, args(json!({"n": 5})), Default::default(), None));
+    assert_eq!(done.unwrap(), json!({"sum": 15}));
+}
