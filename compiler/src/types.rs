@@ -67,9 +67,12 @@ pub enum Keys {
 const MAX_DEPTH: usize = 8;
 /// Unions with more members are `Unknown`.
 const MAX_MEMBERS: usize = 12;
-/// Types with more parts are `Unknown`: an object built of copies of another object, over a
-/// chain of nodes, would otherwise grow exponentially (a hostile graph must still check fast).
-const MAX_SIZE: usize = 512;
+/// Types built by expressions with more parts are `Unknown`: an object built of copies of
+/// another object, over a chain of nodes, would otherwise grow exponentially (a hostile graph
+/// must still check fast, in bounded memory).
+const MAX_SIZE: usize = 128;
+/// Types read from a schema may be larger (a tool with many documented properties).
+const MAX_SCHEMA_SIZE: usize = 2048;
 
 impl Type {
     pub fn is_unknown(&self) -> bool {
@@ -97,7 +100,11 @@ impl Type {
 
     /// `Unknown` when the type has more than [`MAX_SIZE`] parts.
     fn bounded(self) -> Type {
-        if self.size(MAX_SIZE) > MAX_SIZE {
+        self.bounded_to(MAX_SIZE)
+    }
+
+    fn bounded_to(self, limit: usize) -> Type {
+        if self.size(limit) > limit {
             Type::Unknown
         } else {
             self
@@ -132,7 +139,7 @@ impl Type {
             0 => Type::Unknown,
             1 => members.pop().unwrap_or_default(),
             n if n > MAX_MEMBERS => Type::Unknown,
-            _ => Type::Union(members).bounded(),
+            _ => Type::Union(members).bounded_to(MAX_SCHEMA_SIZE),
         }
     }
 
@@ -183,7 +190,7 @@ impl Type {
 
     /// The type a JSON Schema describes; `origin` names the schema in messages.
     pub fn from_schema(schema: &Value, origin: &str) -> Type {
-        Type::from_schema_at(schema, origin, 0).bounded()
+        Type::from_schema_at(schema, origin, 0).bounded_to(MAX_SCHEMA_SIZE)
     }
 
     fn from_schema_at(schema: &Value, origin: &str, depth: usize) -> Type {
