@@ -24,6 +24,10 @@ struct Cli {
     /// An MCP JSON file (`{"mcpServers": {...}}`) adding downstream servers; the graph file wins on a name clash.
     #[arg(short = 'm', long = "mcp", value_name = "FILE")]
     mcp: Option<PathBuf>,
+
+    /// With -g: serve each new version of the graph (and of its lock and -m files) when saved.
+    #[arg(long, requires = "graph")]
+    watch: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -33,7 +37,7 @@ enum Command {
     /// Draw the tools of a graph file as Mermaid or Graphviz diagrams.
     Graph(GraphArgs),
     /// Serve a graph as an MCP server over stdio.
-    Serve(Common),
+    Serve(ServeArgs),
     /// Run one tool once, without an MCP client: the result JSON on stdout.
     Call(CallArgs),
     /// Write the Rust crate of a graph's server (readable; builds with cargo and crates.io only).
@@ -104,6 +108,16 @@ struct CallArgs {
 }
 
 #[derive(Args, Debug)]
+struct ServeArgs {
+    #[command(flatten)]
+    common: Common,
+    /// Serve each new version of the graph (and of its lock and -m files) when it is saved;
+    /// calls in flight finish on the old one, a version that does not check is only reported.
+    #[arg(long)]
+    watch: bool,
+}
+
+#[derive(Args, Debug)]
 struct Common {
     /// The graph file.
     file: PathBuf,
@@ -157,16 +171,19 @@ pub fn main() -> ExitCode {
     match (cli.command, cli.graph) {
         (Some(Command::Check(args)), _) => check(args),
         (Some(Command::Graph(args)), _) => graph(args),
-        (Some(Command::Serve(common)), _) => serve(&common),
+        (Some(Command::Serve(args)), _) => serve(&args.common, args.watch),
         (Some(Command::Call(args)), _) => call(args),
         (Some(Command::Emit(args)), _) => emit(args),
         (Some(Command::Build(args)), _) => build(args),
         (Some(Command::Lock(args)), _) if args.check => lock::check(&args.common),
         (Some(Command::Lock(args)), _) => lock::write(&args.common),
-        (None, Some(graph)) => serve(&Common {
-            file: graph,
-            mcp: cli.mcp,
-        }),
+        (None, Some(graph)) => serve(
+            &Common {
+                file: graph,
+                mcp: cli.mcp,
+            },
+            cli.watch,
+        ),
         (None, None) => {
             let _ = <Cli as clap::CommandFactory>::command().print_help();
             ExitCode::from(2)
@@ -268,35 +285,57 @@ fn graph(args: GraphArgs) -> ExitCode {
 }
 
 /// `serve FILE` and `-g FILE`: a graph that does not check still answers the handshake, with its
-/// diagnostics in `instructions` and in every call's result (and on stderr).
-fn serve(common: &Common) -> ExitCode {
-    // A file that cannot be read (missing, not UTF-8) is served like a graph that does not
-    // check: the client sees why in `instructions` rather than a dead connection.
+/// diagnostics in `instructions` and in every call's result (and on stderr). With `--watch`,
+/// each saved version of the graph, its lock file or the -m file is read again (docs/watch.md).
+fn serve(common: &Common, watch: bool) -> ExitCode {
+    // Made before the first read, so a save during it is seen as a change.
+    let watch = watch.then(|| {
+        let mut files = vec![
+            common.file.clone(),
+            mcpgraph_compiler::lock::lock_path(&common.file),
+        ];
+        files.extend(common.mcp.clone());
+        let (path, mcp) = (common.file.clone(), common.mcp.clone());
+        mcpgraph_runtime::Watch::new(files, style(), move || {
+            read_for_serve(&path, mcp.as_deref())
+        })
+    });
+    let (file, checked) = read_for_serve(&common.file, common.mcp.as_deref());
+    if !checked.diagnostics.is_empty() {
+        let text = render::human_all(&checked, &file, style());
+        let _ = std::io::stderr().write_all(text.as_bytes());
+    }
+    mcpgraph_runtime::run_stdio(move || {
+        let server = mcpgraph_runtime::GraphServer::for_checked(checked, &file);
+        Ok(match watch {
+            Some(watch) => server.watch(watch),
+            None => server,
+        })
+    })
+}
+
+/// The graph file checked with its -m and lock files. A file that cannot be read (missing, not
+/// UTF-8) is served like a graph that does not check: the client sees why in `instructions`
+/// rather than a dead connection.
+fn read_for_serve(path: &Path, mcp: Option<&Path>) -> (SourceFile, Checked) {
     let unreadable = |d: mcpgraph_compiler::Diagnostic| {
-        let file = SourceFile::new(common.file.display().to_string(), String::new());
+        let file = SourceFile::new(path.display().to_string(), String::new());
         let checked = Checked {
             graph: None,
             diagnostics: vec![d],
         };
         (file, checked)
     };
-    let (file, checked) = match SourceFile::read(&common.file) {
+    match SourceFile::read(path) {
         Err(d) => unreadable(d),
-        Ok(file) => match common.mcp.as_deref().map(SourceFile::read).transpose() {
+        Ok(file) => match mcp.map(SourceFile::read).transpose() {
             Err(d) => unreadable(d),
             Ok(mcp) => {
-                let checked = compile_beside(&common.file, &file, mcp.as_ref());
+                let checked = compile_beside(path, &file, mcp.as_ref());
                 (file, checked)
             }
         },
-    };
-    if !checked.diagnostics.is_empty() {
-        let text = render::human_all(&checked, &file, style());
-        let _ = std::io::stderr().write_all(text.as_bytes());
     }
-    mcpgraph_runtime::run_stdio(move || {
-        Ok(mcpgraph_runtime::GraphServer::for_checked(checked, &file))
-    })
 }
 
 /// `call FILE TOOL [JSON]`: the result on stdout and exit 0, or the error on stderr and exit 1.

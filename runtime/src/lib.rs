@@ -22,6 +22,7 @@ mod serve;
 mod server;
 mod standalone;
 mod value;
+mod watch;
 mod watchdog;
 
 pub use engine::{CallError, CallOptions, Engine, LoadError};
@@ -31,6 +32,7 @@ pub use lock::{Discovered, discover, discover_once};
 pub use serve::{ServeError, call_once, init_logging, run_stdio, serve_stdio};
 pub use server::GraphServer;
 pub use value::{to_js_json, to_json};
+pub use watch::Watch;
 
 /// What the runtime's own tests and the benchmarks reach inside for. Not an API.
 #[doc(hidden)]

@@ -132,9 +132,9 @@ pub async fn serve_stdio(server: GraphServer) -> Result<(), ServeError> {
             token.cancel();
         }
     }
-    if let Some(engine) = server.engine() {
-        let _ = tokio::time::timeout(SHUTDOWN_LIMIT, engine.shutdown()).await;
-    }
+    // Every version's children: the current one's, and those of replaced versions still
+    // finishing calls (`serve --watch`).
+    let _ = tokio::time::timeout(SHUTDOWN_LIMIT, server.shutdown()).await;
     Ok(())
 }
 

@@ -8,10 +8,12 @@ use rmcp::model::{
     CustomResult, Implementation, InitializeResult, ListToolsResult, PaginatedRequestParams,
     ProgressNotificationParam, ServerCapabilities,
 };
-use rmcp::service::{RequestContext, RoleServer};
+use rmcp::service::{NotificationContext, RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler};
 use serde_json::Value;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use tokio_util::sync::CancellationToken;
 
 /// What the server says about itself in `initialize`.
 #[derive(Clone, Debug)]
@@ -28,8 +30,27 @@ pub struct GraphServer {
 }
 
 struct Inner {
+    /// The version new calls run on. `serve --watch` replaces it; each call clones the `Arc` at
+    /// its start, so a call in flight finishes on the version it began with.
+    current: RwLock<Arc<Version>>,
+    /// The graph file is watched (`serve --watch`): `tools.listChanged` is advertised, and the
+    /// connections are told of each new version.
+    watching: AtomicBool,
+    /// The connections to tell of a new version (`notifications/tools/list_changed`).
+    peers: Mutex<Vec<rmcp::Peer<RoleServer>>>,
+    /// Replaced versions, still alive while calls run on them: shut down with the server.
+    retired: Mutex<Vec<Weak<Version>>>,
+    /// Cancelled when serving ends: no new version is taken after that.
+    stopped: CancellationToken,
+}
+
+/// One version of the served graph: the one loaded at start, or one `serve --watch` read later.
+pub(crate) struct Version {
     identity: Identity,
     state: State,
+    /// Set when a newer version replaced this one: its engine is shut down (its downstream
+    /// children closed) when its last call has finished and dropped it.
+    retired: AtomicBool,
 }
 
 enum State {
@@ -41,9 +62,8 @@ enum State {
     Broken { diagnostics: String },
 }
 
-impl GraphServer {
-    /// The server of a loaded graph.
-    pub fn new(engine: Arc<Engine>) -> Self {
+impl Version {
+    fn ready(engine: Arc<Engine>) -> Version {
         let graph = engine.graph();
         let identity = Identity {
             name: graph.server.name.clone(),
@@ -57,20 +77,19 @@ impl GraphServer {
             .iter()
             .map(|t| t.advertised.clone())
             .collect();
-        GraphServer {
-            inner: Arc::new(Inner {
-                identity,
-                state: State::Ready { engine, tools },
-            }),
+        Version {
+            identity,
+            state: State::Ready { engine, tools },
+            retired: AtomicBool::new(false),
         }
     }
 
-    /// The server for a checked graph file (`mcpgraph serve`): a working one, or — when the
-    /// graph does not check or cannot be loaded — one that reports why on every request.
-    pub fn for_checked(checked: Checked, file: &SourceFile) -> GraphServer {
+    /// The version of a checked graph file: a working one, or — when the graph does not check
+    /// or cannot be loaded — one that reports why on every request.
+    pub(crate) fn for_checked(checked: Checked, file: &SourceFile) -> Version {
         let diagnostics = render::plain_list(&checked, file);
         let Some(graph) = checked.graph else {
-            return GraphServer::broken(
+            return Version::broken(
                 Identity {
                     name: "mcpgraph".to_string(),
                     version: env!("CARGO_PKG_VERSION").to_string(),
@@ -87,14 +106,14 @@ impl GraphServer {
             instructions: graph.server.instructions.clone(),
         };
         match Engine::load(graph) {
-            Ok(engine) => GraphServer::new(Arc::new(engine)),
-            Err(e) => GraphServer::broken(identity, e.to_string()),
+            Ok(engine) => Version::ready(Arc::new(engine)),
+            Err(e) => Version::broken(identity, e.to_string()),
         }
     }
 
-    /// A server for a graph that does not check: it completes the handshake, puts the
+    /// A version for a graph that does not check: it completes the handshake, puts the
     /// diagnostics in `instructions`, lists no tools and answers every call with them.
-    fn broken(identity: Identity, diagnostics: String) -> Self {
+    fn broken(identity: Identity, diagnostics: String) -> Version {
         let diagnostics = capped(&diagnostics);
         let identity = Identity {
             instructions: Some(format!(
@@ -102,20 +121,170 @@ impl GraphServer {
             )),
             ..identity
         };
-        GraphServer {
-            inner: Arc::new(Inner {
-                identity,
-                state: State::Broken { diagnostics },
-            }),
+        Version {
+            identity,
+            state: State::Broken { diagnostics },
+            retired: AtomicBool::new(false),
         }
     }
 
-    pub fn engine(&self) -> Option<&Arc<Engine>> {
-        match &self.inner.state {
+    pub(crate) fn engine(&self) -> Option<&Arc<Engine>> {
+        match &self.state {
             State::Ready { engine, .. } => Some(engine),
             State::Broken { .. } => None,
         }
     }
+
+    /// Why it serves nothing (`None` when it works).
+    pub(crate) fn diagnostics(&self) -> Option<&str> {
+        match &self.state {
+            State::Ready { .. } => None,
+            State::Broken { diagnostics } => Some(diagnostics),
+        }
+    }
+
+    /// How many tools it serves.
+    pub(crate) fn tool_count(&self) -> usize {
+        match &self.state {
+            State::Ready { tools, .. } => tools.len(),
+            State::Broken { .. } => 0,
+        }
+    }
+}
+
+impl Drop for Version {
+    fn drop(&mut self) {
+        if !self.retired.load(Ordering::Acquire) {
+            return;
+        }
+        let Some(engine) = self.engine().cloned() else {
+            return;
+        };
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                engine.shutdown().await;
+                tracing::debug!("closed the downstream servers of a replaced version");
+            });
+        }
+    }
+}
+
+impl GraphServer {
+    /// The server of a loaded graph.
+    pub fn new(engine: Arc<Engine>) -> Self {
+        GraphServer::serving(Version::ready(engine))
+    }
+
+    /// The server for a checked graph file (`mcpgraph serve`): a working one, or — when the
+    /// graph does not check or cannot be loaded — one that reports why on every request.
+    pub fn for_checked(checked: Checked, file: &SourceFile) -> GraphServer {
+        GraphServer::serving(Version::for_checked(checked, file))
+    }
+
+    fn serving(version: Version) -> GraphServer {
+        GraphServer {
+            inner: Arc::new(Inner {
+                current: RwLock::new(Arc::new(version)),
+                watching: AtomicBool::new(false),
+                peers: Mutex::new(Vec::new()),
+                retired: Mutex::new(Vec::new()),
+                stopped: CancellationToken::new(),
+            }),
+        }
+    }
+
+    /// The engine new calls run on (`None` while the graph does not check).
+    pub fn engine(&self) -> Option<Arc<Engine>> {
+        self.current().engine().cloned()
+    }
+
+    /// The version new calls run on.
+    pub(crate) fn current(&self) -> Arc<Version> {
+        // A poisoned lock still holds a whole `Arc`: a panic cannot leave it half written.
+        match self.inner.current.read() {
+            Ok(current) => current.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Marks the server as watched: `tools.listChanged` in its capabilities, and connections
+    /// remembered so they can be told of new versions.
+    pub(crate) fn set_watching(&self) {
+        self.inner.watching.store(true, Ordering::Release);
+    }
+
+    fn watching(&self) -> bool {
+        self.inner.watching.load(Ordering::Acquire)
+    }
+
+    /// Serving has ended ([`GraphServer::shutdown`]).
+    pub(crate) fn stopped(&self) -> &CancellationToken {
+        &self.inner.stopped
+    }
+
+    /// New calls run on `version`; calls in flight finish on the one they started with, whose
+    /// engine is shut down after the last of them. `false` (and `version` dropped) when serving
+    /// has ended.
+    pub(crate) fn replace(&self, version: Version) -> bool {
+        let version = Arc::new(version);
+        let old = {
+            let mut current = match self.inner.current.write() {
+                Ok(current) => current,
+                Err(poisoned) => poisoned.into_inner(),
+            };
+            if self.inner.stopped.is_cancelled() {
+                return false;
+            }
+            std::mem::replace(&mut *current, version)
+        };
+        old.retired.store(true, Ordering::Release);
+        let mut retired = lock(&self.inner.retired);
+        retired.retain(|v| v.strong_count() > 0);
+        retired.push(Arc::downgrade(&old));
+        true
+    }
+
+    /// Tells every connection that the tools changed (`notifications/tools/list_changed`);
+    /// closed connections are forgotten.
+    pub(crate) async fn tools_changed(&self) {
+        let peers: Vec<_> = lock(&self.inner.peers).clone();
+        let mut closed = Vec::new();
+        for (i, peer) in peers.iter().enumerate() {
+            if peer.notify_tool_list_changed().await.is_err() {
+                closed.push(i);
+            }
+        }
+        if !closed.is_empty() {
+            let mut kept = lock(&self.inner.peers);
+            let mut i = 0;
+            kept.retain(|_| {
+                let keep = !closed.contains(&i);
+                i += 1;
+                keep
+            });
+        }
+    }
+
+    /// Stops taking new versions, then stops every run and closes the downstream servers of
+    /// the current version and of replaced ones still finishing calls.
+    pub async fn shutdown(&self) {
+        self.inner.stopped.cancel();
+        let mut engines: Vec<Arc<Engine>> = self.engine().into_iter().collect();
+        engines.extend(
+            lock(&self.inner.retired)
+                .drain(..)
+                .filter_map(|v| v.upgrade())
+                .filter_map(|v| v.engine().cloned()),
+        );
+        futures::future::join_all(engines.iter().map(|e| e.shutdown())).await;
+    }
+}
+
+/// A mutex's contents, poisoned or not (what it guards is a list, whole after any panic).
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// The most diagnostics put into `instructions` and call results: a client shows instructions
@@ -150,12 +319,17 @@ fn failure(message: String) -> CallToolResult {
 
 impl ServerHandler for GraphServer {
     fn get_info(&self) -> InitializeResult {
-        let id = &self.inner.identity;
-        let info = InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(
-                Implementation::new(id.name.clone(), id.version.clone())
-                    .with_title(id.title.clone()),
-            );
+        let current = self.current();
+        let id = &current.identity;
+        let mut capabilities = ServerCapabilities::builder().enable_tools().build();
+        if self.watching()
+            && let Some(tools) = capabilities.tools.as_mut()
+        {
+            tools.list_changed = Some(true);
+        }
+        let info = InitializeResult::new(capabilities).with_server_info(
+            Implementation::new(id.name.clone(), id.version.clone()).with_title(id.title.clone()),
+        );
         match &id.instructions {
             Some(text) => info.with_instructions(text.clone()),
             None => info,
@@ -167,7 +341,7 @@ impl ServerHandler for GraphServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let tools = match &self.inner.state {
+        let tools = match &self.current().state {
             State::Ready { tools, .. } => tools.clone(),
             State::Broken { .. } => Vec::new(),
         };
@@ -175,9 +349,16 @@ impl ServerHandler for GraphServer {
     }
 
     fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
-        match &self.inner.state {
+        match &self.current().state {
             State::Ready { tools, .. } => tools.iter().find(|t| t.name == name).cloned(),
             State::Broken { .. } => None,
+        }
+    }
+
+    /// A watched server remembers each connection, to tell it of new versions.
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        if self.watching() {
+            lock(&self.inner.peers).push(context.peer);
         }
     }
 
@@ -211,8 +392,10 @@ impl ServerHandler for GraphServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let engine = match &self.inner.state {
-            State::Ready { engine, .. } => engine.clone(),
+        // The version this call runs on to its end, even if a newer one is taken meanwhile.
+        let version = self.current();
+        let engine = match &version.state {
+            State::Ready { engine, .. } => engine,
             State::Broken { diagnostics } => {
                 return Ok(failure(format!(
                     "The graph does not check; no tool can run until it is fixed:\n{diagnostics}"

@@ -1,0 +1,258 @@
+//! `serve --watch`: the graph file, the lock file beside it and the `-m` file are polled every
+//! [`POLL`]; a change that has settled is read and checked again. A version that checks
+//! replaces the served one (calls in flight finish on theirs) and the clients get
+//! `notifications/tools/list_changed`; one that does not is reported on stderr once, and the
+//! last good version keeps serving (docs/watch.md).
+//!
+//! Polling rather than inotify: no dependency, the same code on every platform, and it follows
+//! editors that save by renaming a new file over the old one (a watch on the old inode would go
+//! quiet). A poll reads each file's metadata, and its contents only when the metadata changed.
+
+use crate::server::{GraphServer, Version};
+use mcpgraph_compiler::render::{self, Style};
+use mcpgraph_compiler::{Checked, SourceFile};
+use std::hash::{Hash, Hasher};
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+/// How often the files are looked at. A change is taken once two polls in a row saw the same
+/// files, so a save is picked up within two polls and a half-written one is never read.
+const POLL: Duration = Duration::from_millis(250);
+
+/// Reads and checks the watched files, as `serve` did at start.
+type Load = dyn Fn() -> (SourceFile, Checked) + Send + Sync;
+
+/// What to watch, and how to read a new version.
+pub struct Watch {
+    files: Vec<PathBuf>,
+    load: Arc<Load>,
+    style: Style,
+    /// The files as they were when the served version was read (or reported, if it did not
+    /// check).
+    served: Snapshot,
+}
+
+impl Watch {
+    /// Watches `files` (missing ones too: creating one is a change) from how they are now; so
+    /// make it before reading the first version, and a save in between is not missed. `load`
+    /// reads and checks a new version; its diagnostics are rendered in `style` on stderr.
+    pub fn new(
+        files: Vec<PathBuf>,
+        style: Style,
+        load: impl Fn() -> (SourceFile, Checked) + Send + Sync + 'static,
+    ) -> Watch {
+        let served = Snapshot::take(&files, None);
+        Watch {
+            files,
+            load: Arc::new(load),
+            style,
+            served,
+        }
+    }
+
+    async fn run(mut self, server: GraphServer) {
+        let mut ticks = tokio::time::interval(POLL);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut last = self.served.clone();
+        loop {
+            tokio::select! {
+                () = server.stopped().cancelled() => return,
+                _ = ticks.tick() => {}
+            }
+            let files = self.files.clone();
+            let previous = last.clone();
+            let Ok(now) =
+                tokio::task::spawn_blocking(move || Snapshot::take(&files, Some(&previous))).await
+            else {
+                continue;
+            };
+            // Still being written (or just saved): wait for a poll that sees the same files.
+            if now != last {
+                last = now;
+                continue;
+            }
+            if now.same_contents(&self.served) {
+                continue;
+            }
+            self.served = now;
+            let load = self.load.clone();
+            let style = self.style;
+            let Ok(read) = tokio::task::spawn_blocking(move || Read::new(&*load, style)).await
+            else {
+                continue;
+            };
+            read.take(&server).await;
+        }
+    }
+}
+
+impl GraphServer {
+    /// Serves each new version of the watched files from now on (`serve --watch`), and
+    /// advertises `tools.listChanged`. Call it inside a tokio runtime, before serving; the watch
+    /// ends with [`GraphServer::shutdown`].
+    pub fn watch(self, watch: Watch) -> GraphServer {
+        self.set_watching();
+        tokio::spawn(watch.run(self.clone()));
+        self
+    }
+}
+
+/// A new version read from the files: the version, and what to say about it on stderr.
+struct Read {
+    name: String,
+    /// The diagnostics, rendered as `check` shows them (empty when there are none).
+    diagnostics: String,
+    version: Version,
+}
+
+impl Read {
+    fn new(load: &Load, style: Style) -> Read {
+        let (file, checked) = load();
+        let diagnostics = if checked.diagnostics.is_empty() {
+            String::new()
+        } else {
+            render::human_all(&checked, &file, style)
+        };
+        let checks = checked.graph.is_some();
+        let version = Version::for_checked(checked, &file);
+        // A graph that checks but cannot be loaded (no worker threads): say why.
+        let diagnostics = match (checks, version.diagnostics()) {
+            (true, Some(why)) => format!("{diagnostics}error: {why}\n"),
+            _ => diagnostics,
+        };
+        Read {
+            name: file.name,
+            diagnostics,
+            version,
+        }
+    }
+
+    /// Serves the new version if it works, or if nothing works yet (its diagnostics are then
+    /// the ones calls answer with); says on stderr what happened.
+    async fn take(self, server: &GraphServer) {
+        let works = self.version.engine().is_some();
+        let served_works = server.current().engine().is_some();
+        let line = if works {
+            format!(
+                "{} changed: serving the new version ({} tools)",
+                self.name,
+                self.version.tool_count()
+            )
+        } else if served_works {
+            format!(
+                "{} changed but does not check: the previous version keeps serving",
+                self.name
+            )
+        } else {
+            format!(
+                "{} changed but still does not check: no tool is served until it does",
+                self.name
+            )
+        };
+        // One write, so the lines of a report stay together.
+        let _ = std::io::stderr().write_all(format!("{}{line}\n", self.diagnostics).as_bytes());
+        if (works || !served_works) && server.replace(self.version) && works {
+            server.tools_changed().await;
+        }
+    }
+}
+
+/// The watched files as one poll saw them, in order.
+#[derive(Clone, PartialEq, Eq, Debug)]
+struct Snapshot(Vec<FileState>);
+
+#[derive(Clone, PartialEq, Eq, Debug)]
+enum FileState {
+    Missing,
+    Present {
+        len: u64,
+        modified: Option<SystemTime>,
+        /// A hash of the contents, read again only when `len` or `modified` changed.
+        contents: u64,
+    },
+}
+
+impl Snapshot {
+    /// Looks at `files`, reusing `previous` hashes of files whose metadata did not change.
+    fn take(files: &[PathBuf], previous: Option<&Snapshot>) -> Snapshot {
+        let states = files.iter().enumerate().map(|(i, path)| {
+            let Ok(meta) = std::fs::metadata(path) else {
+                return FileState::Missing;
+            };
+            let (len, modified) = (meta.len(), meta.modified().ok());
+            if let Some(FileState::Present {
+                len: l,
+                modified: m,
+                contents,
+            }) = previous.and_then(|p| p.0.get(i))
+                && (*l, *m) == (len, modified)
+            {
+                return FileState::Present {
+                    len,
+                    modified,
+                    contents: *contents,
+                };
+            }
+            match std::fs::read(path) {
+                Ok(bytes) => {
+                    let mut hasher = std::hash::DefaultHasher::new();
+                    bytes.hash(&mut hasher);
+                    FileState::Present {
+                        len: bytes.len() as u64,
+                        modified,
+                        contents: hasher.finish(),
+                    }
+                }
+                Err(_) => FileState::Missing,
+            }
+        });
+        Snapshot(states.collect())
+    }
+
+    /// The same files with the same contents (a file touched but not changed is the same).
+    fn same_contents(&self, other: &Snapshot) -> bool {
+        let contents = |s: &FileState| match s {
+            FileState::Missing => None,
+            FileState::Present { len, contents, .. } => Some((*len, *contents)),
+        };
+        self.0.len() == other.0.len()
+            && self
+                .0
+                .iter()
+                .zip(&other.0)
+                .all(|(a, b)| contents(a) == contents(b))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_snapshot_sees_a_rename_over_the_file_and_ignores_a_touch() {
+        let dir = std::env::temp_dir().join(format!("mcpgraph-watch-unit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("g.yaml");
+        let files = vec![file.clone(), dir.join("missing.json")];
+        std::fs::write(&file, "one").unwrap();
+        let first = Snapshot::take(&files, None);
+        assert_eq!(first.0[1], FileState::Missing);
+
+        let temp = dir.join("g.yaml.tmp");
+        std::fs::write(&temp, "two").unwrap();
+        std::fs::rename(&temp, &file).unwrap();
+        let second = Snapshot::take(&files, Some(&first));
+        assert!(!second.same_contents(&first));
+
+        let touched = std::fs::File::options().write(true).open(&file).unwrap();
+        touched
+            .set_modified(SystemTime::now() + Duration::from_secs(5))
+            .unwrap();
+        let third = Snapshot::take(&files, Some(&second));
+        assert_ne!(third, second);
+        assert!(third.same_contents(&second));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
