@@ -11,6 +11,7 @@ pub mod check;
 #[cfg(feature = "codegen")]
 pub mod codegen;
 pub mod diagnostics;
+pub mod edit;
 pub mod expr;
 pub mod fuse;
 pub mod ir;
