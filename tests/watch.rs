@@ -97,3 +97,12 @@ fn a_graph_broken_at_start_is_served_once_fixed() {
     run_client(&dir, "broken-start");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A client of protocol 2026-07-28 has no handshake: it hears of a new version through
+/// `subscriptions/listen`.
+#[test]
+fn a_subscription_hears_of_a_new_version() {
+    let dir = workspace("listen", V1);
+    run_client(&dir, "listen");
+    let _ = std::fs::remove_dir_all(&dir);
+}

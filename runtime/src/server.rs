@@ -6,9 +6,11 @@ use mcpgraph_compiler::{Checked, SourceFile, render};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
     CustomResult, Implementation, InitializeResult, ListToolsResult, PaginatedRequestParams,
-    ProgressNotificationParam, ServerCapabilities,
+    ProgressNotificationParam, ServerCapabilities, SubscriptionFilter,
 };
-use rmcp::service::{NotificationContext, RequestContext, RoleServer};
+use rmcp::service::{
+    NotificationContext, RequestContext, RoleServer, SubscriptionContext, SubscriptionSink,
+};
 use rmcp::{ErrorData, ServerHandler};
 use serde_json::Value;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -38,6 +40,8 @@ struct Inner {
     watching: AtomicBool,
     /// The connections to tell of a new version (`notifications/tools/list_changed`).
     peers: Mutex<Vec<rmcp::Peer<RoleServer>>>,
+    /// The same for clients of protocol 2026-07-28, which ask for it with `subscriptions/listen`.
+    subscriptions: Mutex<Vec<SubscriptionSink>>,
     /// Replaced versions, still alive while calls run on them: shut down with the server.
     retired: Mutex<Vec<Weak<Version>>>,
     /// Cancelled when serving ends: no new version is taken after that.
@@ -187,6 +191,7 @@ impl GraphServer {
                 current: RwLock::new(Arc::new(version)),
                 watching: AtomicBool::new(false),
                 peers: Mutex::new(Vec::new()),
+                subscriptions: Mutex::new(Vec::new()),
                 retired: Mutex::new(Vec::new()),
                 stopped: CancellationToken::new(),
             }),
@@ -244,25 +249,26 @@ impl GraphServer {
         true
     }
 
-    /// Tells every connection that the tools changed (`notifications/tools/list_changed`);
-    /// closed connections are forgotten.
+    /// Tells every connection and subscription that the tools changed
+    /// (`notifications/tools/list_changed`); closed ones are forgotten, and those made
+    /// meanwhile kept.
     pub(crate) async fn tools_changed(&self) {
-        let peers: Vec<_> = lock(&self.inner.peers).clone();
-        let mut closed = Vec::new();
-        for (i, peer) in peers.iter().enumerate() {
-            if peer.notify_tool_list_changed().await.is_err() {
-                closed.push(i);
+        let peers = std::mem::take(&mut *lock(&self.inner.peers));
+        let mut open = Vec::with_capacity(peers.len());
+        for peer in peers {
+            if peer.notify_tool_list_changed().await.is_ok() {
+                open.push(peer);
             }
         }
-        if !closed.is_empty() {
-            let mut kept = lock(&self.inner.peers);
-            let mut i = 0;
-            kept.retain(|_| {
-                let keep = !closed.contains(&i);
-                i += 1;
-                keep
-            });
+        lock(&self.inner.peers).extend(open);
+        let sinks = std::mem::take(&mut *lock(&self.inner.subscriptions));
+        let mut open = Vec::with_capacity(sinks.len());
+        for sink in sinks {
+            if sink.notify_tool_list_changed().await.is_ok() {
+                open.push(sink);
+            }
         }
+        lock(&self.inner.subscriptions).extend(open);
     }
 
     /// Stops taking new versions, then stops every run and closes the downstream servers of
@@ -360,6 +366,25 @@ impl ServerHandler for GraphServer {
         if self.watching() {
             lock(&self.inner.peers).push(context.peer);
         }
+    }
+
+    /// Protocol 2026-07-28 clients ask for `notifications/tools/list_changed` with
+    /// `subscriptions/listen`: a watched server accepts that much (rmcp narrows it to what was
+    /// asked for and advertised); an unwatched one offers no subscriptions.
+    fn accepted_subscription_filter(
+        &self,
+        _requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        self.watching()
+            .then(|| SubscriptionFilter::builder().tools_list_changed().build())
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        if context.accepted().tools_list_changed == Some(true) {
+            lock(&self.inner.subscriptions).push(context.sink().clone());
+        }
+        context.cancelled().await;
+        Ok(())
     }
 
     /// rmcp hands over requests whose params it could not decode as custom requests; a standard

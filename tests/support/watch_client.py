@@ -10,6 +10,7 @@ MODE `swap`: a call in flight finishes on the old version while new calls run on
 broken save keeps the last good version serving and is reported once.
 MODE `broken-start`: a graph that does not check at start serves no tool until a good version is
 saved.
+MODE `listen`: a client of protocol 2026-07-28 hears of a new version through `subscriptions/listen`.
 
 Every wait is for something the client observes (a notification, a result, a line on stderr),
 bounded by a deadline. Prints "ok" on success.
@@ -173,7 +174,32 @@ async def broken_start(session, changes: ListChanged, directory: str) -> None:
     assert structured(await session.call_tool("slow", {"ms": 0}))["version"] == 2
 
 
+async def listen(binary: str, directory: str) -> None:
+    """A client of protocol 2026-07-28: it hears of the new version through `subscriptions/listen`."""
+    from mcp import Client
+
+    params = StdioServerParameters(
+        command=binary, args=["serve", "g.yaml", "-m", "mcp.json", "--watch"], cwd=directory
+    )
+    with open(os.path.join(directory, "stderr.log"), "w") as errlog:
+        # stdio_client is a Transport: Client drives it with the version pinned, no handshake.
+        async with Client(stdio_client(params, errlog=errlog), mode="2026-07-28") as client:
+            assert [t.name for t in (await client.list_tools()).tools] == ["slow"]
+            async with client.listen(tools_list_changed=True) as subscription:
+                assert subscription.honored.tools_list_changed, subscription.honored
+                save(directory, "v2.yaml")
+                with anyio.fail_after(WAIT):
+                    event = await subscription.__anext__()
+                assert "tool" in type(event).__name__.lower(), event
+            assert [t.name for t in (await client.list_tools()).tools] == ["slow", "added"]
+            result = await client.call_tool("added", {})
+            assert structured(result) == {"hello": "from version 2"}, result
+    print("ok")
+
+
 async def main(binary: str, directory: str, mode: str) -> None:
+    if mode == "listen":
+        return await listen(binary, directory)
     params = StdioServerParameters(
         command=binary, args=["serve", "g.yaml", "-m", "mcp.json", "--watch"], cwd=directory
     )
