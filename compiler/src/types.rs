@@ -118,19 +118,27 @@ impl Type {
 
     pub fn union(types: impl IntoIterator<Item = Type>) -> Type {
         let mut members: Vec<Type> = Vec::new();
+        // Past the cap the result is `Unknown` whatever follows: stop comparing (a union of
+        // thousands of distinct types would be quadratic).
+        let add = |m: Type, members: &mut Vec<Type>| {
+            if !members.contains(&m) {
+                members.push(m);
+            }
+            members.len() <= MAX_MEMBERS
+        };
         for t in types {
             match t {
                 Type::Unknown => return Type::Unknown,
                 Type::Union(inner) => {
                     for m in inner {
-                        if !members.contains(&m) {
-                            members.push(m);
+                        if !add(m, &mut members) {
+                            return Type::Unknown;
                         }
                     }
                 }
                 t => {
-                    if !members.contains(&t) {
-                        members.push(t);
+                    if !add(t, &mut members) {
+                        return Type::Unknown;
                     }
                 }
             }
@@ -206,6 +214,22 @@ impl Type {
         }
         for key in ["anyOf", "oneOf"] {
             if let Some(options) = s.get(key) {
+                // Keywords beside the options constrain each of them: not modelled.
+                if s.keys().any(|k| {
+                    matches!(
+                        k.as_str(),
+                        "type"
+                            | "properties"
+                            | "required"
+                            | "additionalProperties"
+                            | "patternProperties"
+                            | "items"
+                            | "anyOf"
+                            | "oneOf"
+                    ) && k != key
+                }) {
+                    return Type::Unknown;
+                }
                 return match options.as_array() {
                     Some(options) if !options.is_empty() => Type::union(
                         options
@@ -217,15 +241,11 @@ impl Type {
             }
         }
         if let Some(value) = s.get("const") {
-            return Type::of_value_at(value, origin, depth).widen();
+            return Type::kind_of(value);
         }
         if let Some(values) = s.get("enum") {
             return match values.as_array() {
-                Some(values) if !values.is_empty() => Type::union(
-                    values
-                        .iter()
-                        .map(|v| Type::of_value_at(v, origin, depth).widen()),
-                ),
+                Some(values) if !values.is_empty() => Type::union(values.iter().map(Type::kind_of)),
                 _ => Type::Unknown,
             };
         }
@@ -247,9 +267,8 @@ impl Type {
             Some(Value::Array(ts)) if !ts.is_empty() => {
                 Type::union(ts.iter().map(|t| t.as_str().map_or(Type::Unknown, one)))
             }
-            Some(_) => Type::Unknown,
-            None if s.contains_key("properties") => one("object"),
-            None => Type::Unknown,
+            // `properties` without `type` constrains objects only: anything else passes too.
+            _ => Type::Unknown,
         }
     }
 
@@ -294,15 +313,18 @@ impl Type {
     }
 
     /// A literal's type as a schema's `const`/`enum` means it: the kind only.
-    fn widen(self) -> Type {
-        match self {
-            Type::Array(_) => Type::Array(Box::new(Type::Unknown)),
-            Type::Object(_) => Type::Object(ObjectType {
+    fn kind_of(value: &Value) -> Type {
+        match value {
+            Value::Null => Type::Null,
+            Value::Bool(_) => Type::Boolean,
+            Value::Number(_) => Type::Number,
+            Value::String(_) => Type::String,
+            Value::Array(_) => Type::Array(Box::new(Type::Unknown)),
+            Value::Object(_) => Type::Object(ObjectType {
                 properties: Vec::new(),
                 keys: Keys::Any,
                 origin: String::new(),
             }),
-            t => t,
         }
     }
 
@@ -333,7 +355,8 @@ impl Type {
         }
         self.members().iter().any(|a| {
             other.members().iter().any(|b| match (a, b) {
-                (Type::Array(x), Type::Array(y)) => x.may_be(y),
+                // `[]` is an array of anything.
+                (Type::Array(_), Type::Array(_)) => true,
                 (Type::Object(_), Type::Object(_)) => true,
                 _ => std::mem::discriminant(a) == std::mem::discriminant(b),
             })
@@ -423,20 +446,30 @@ pub trait Scope {
 
 /// The type of an expression's value, with what it reads pushed to `findings`.
 pub fn infer(ast: &AstNode, scope: &dyn Scope, findings: &mut Vec<Finding>) -> Type {
+    let mut rebound = Vec::new();
+    bound_names(ast, &mut rebound, 0);
     let mut walk = Infer {
         scope,
         findings,
         frames: Vec::new(),
+        rebound,
+        depth: 0,
     };
     walk.expr(ast).truncated(0)
 }
 
+/// Deeper expressions are not walked: `Unknown`, and no finding (the walk is recursive).
+const MAX_EXPR_DEPTH: usize = 200;
+
 struct Infer<'a> {
     scope: &'a dyn Scope,
     findings: &'a mut Vec<Finding>,
-    /// Variables bound by `:=` in enclosing blocks (`None`: bound to something unknown, which
-    /// hides a graph variable of the same name).
+    /// Variables bound by `:=` in enclosing blocks.
     frames: Vec<Vec<(String, Type)>>,
+    /// The names the expression binds anywhere (`:=`, lambda parameters): a function of that
+    /// name may not be the built-in.
+    rebound: Vec<String>,
+    depth: usize,
 }
 
 impl Infer<'_> {
@@ -449,8 +482,45 @@ impl Infer<'_> {
         self.scope.variable(name).unwrap_or_default()
     }
 
+    fn bind(&mut self, name: &str, t: Type) {
+        if self.frames.is_empty() {
+            self.frames.push(Vec::new());
+        }
+        if let Some(frame) = self.frames.last_mut() {
+            frame.push((name.to_string(), t));
+        }
+    }
+
+    /// Walks a part that may not be evaluated (a branch of `?:`, the right side of `and`/`or`):
+    /// what it binds may or may not be bound after it, so those variables become unknown.
+    fn maybe(&mut self, ast: &AstNode) -> Type {
+        if self.frames.is_empty() {
+            self.frames.push(Vec::new());
+        }
+        let before: Vec<usize> = self.frames.iter().map(Vec::len).collect();
+        let t = self.expr(ast);
+        let mut rebound = Vec::new();
+        for (frame, &len) in self.frames.iter_mut().zip(&before) {
+            rebound.extend(frame.drain(len..).map(|(n, _)| n));
+        }
+        for name in rebound {
+            self.bind(&name, Type::Unknown);
+        }
+        t
+    }
+
     /// An expression evaluated against the graph context (`$` is the context).
     fn expr(&mut self, ast: &AstNode) -> Type {
+        if self.depth >= MAX_EXPR_DEPTH {
+            return Type::Unknown;
+        }
+        self.depth += 1;
+        let t = self.expr_inner(ast);
+        self.depth -= 1;
+        t
+    }
+
+    fn expr_inner(&mut self, ast: &AstNode) -> Type {
         match ast {
             AstNode::String(_) => Type::String,
             AstNode::Number(_) => Type::Number,
@@ -472,7 +542,11 @@ impl Infer<'_> {
                 for a in args {
                     self.expr(a);
                 }
-                builtin(name)
+                if self.rebound.iter().any(|n| n == name) {
+                    Type::Unknown
+                } else {
+                    builtin(name)
+                }
             }
             AstNode::Array(items) => {
                 let mut element = Vec::new();
@@ -495,25 +569,32 @@ impl Infer<'_> {
             AstNode::Object(pairs) => {
                 let mut properties: Vec<Property> = Vec::new();
                 let mut keys = Keys::Exact;
+                let mut too_big = false;
                 for (k, v) in pairs {
                     let t = self.expr(v);
                     match k {
-                        AstNode::String(name) => {
+                        AstNode::String(name) if !too_big => {
                             match properties.iter_mut().find(|p| &p.name == name) {
                                 // A repeated key: jsonata-js's later value wins, or an error.
                                 Some(p) => p.ty = Type::Unknown,
                                 None => properties.push(Property {
                                     name: name.clone(),
                                     ty: t,
-                                    required: true,
+                                    // A key whose value is undefined is left out.
+                                    required: defined(v),
                                 }),
                             }
+                            too_big = properties.len() > MAX_SIZE;
                         }
+                        AstNode::String(_) => {}
                         other => {
                             self.expr(other);
                             keys = Keys::Any;
                         }
                     }
+                }
+                if too_big {
+                    return Type::Unknown;
                 }
                 Type::Object(ObjectType {
                     properties,
@@ -537,10 +618,10 @@ impl Infer<'_> {
                 else_branch,
             } => {
                 self.expr(condition);
-                let then = self.expr(then_branch);
+                let then = self.maybe(then_branch);
                 match else_branch {
                     Some(e) => {
-                        let other = self.expr(e);
+                        let other = self.maybe(e);
                         then.or(other)
                     }
                     None => then,
@@ -583,6 +664,10 @@ impl Infer<'_> {
             other => {
                 if !first.stages.is_empty() || first.focus.is_some() || first.index_var.is_some() {
                     return Type::Unknown;
+                }
+                // `$item.name`: messages name the variable.
+                if let AstNode::Variable(v) = other {
+                    names.push(format!("${v}"));
                 }
                 (self.expr(other), rest)
             }
@@ -639,30 +724,31 @@ impl Infer<'_> {
                 None => {}
             }
         }
-        let suggestion = || {
-            objects
+        if missing_everywhere {
+            // Built objects and closed schemas have no other key: any name is reported. An open
+            // schema allows keys it does not declare: one is reported only when it is very
+            // close to a declared one (a typo), with the suggestion.
+            let certain = objects
                 .iter()
-                .find_map(|o| did_you_mean(name, o.properties.iter().map(|p| p.name.as_str())))
-        };
-        // An open schema allows keys it does not declare: one is reported only when it looks
-        // like a typo of a declared one. Built objects and closed schemas have no other key.
-        let certain = objects
-            .iter()
-            .all(|o| matches!(o.keys, Keys::Exact | Keys::Closed));
-        let suggestion = if missing_everywhere {
-            suggestion()
-        } else {
-            None
-        };
-        if missing_everywhere && (certain || suggestion.is_some()) {
-            let first = objects[0];
-            self.findings.push(Finding::MissingProperty {
-                path: path.to_vec(),
-                origin: first.origin.clone(),
-                closed: objects.iter().all(|o| o.keys == Keys::Closed),
-                suggestion,
-                known: first.properties.iter().map(|p| p.name.clone()).collect(),
+                .all(|o| matches!(o.keys, Keys::Exact | Keys::Closed));
+            let suggestion = objects
+                .iter()
+                .find_map(|o| did_you_mean(name, o.properties.iter().map(|p| p.name.as_str())));
+            let close = objects.iter().any(|o| {
+                o.properties
+                    .iter()
+                    .any(|p| strsim::jaro_winkler(name, &p.name) >= TYPO_SIMILARITY)
             });
+            if certain || (suggestion.is_some() && close) {
+                let first = objects[0];
+                self.findings.push(Finding::MissingProperty {
+                    path: path.to_vec(),
+                    origin: first.origin.clone(),
+                    closed: objects.iter().all(|o| o.keys == Keys::Closed),
+                    suggestion,
+                    known: first.properties.iter().map(|p| p.name.clone()).collect(),
+                });
+            }
             return Type::Unknown;
         }
         // Through an array, or with something other than an object possible: not modelled.
@@ -676,17 +762,17 @@ impl Infer<'_> {
         if op == BinaryOp::ColonEqual {
             let value = self.expr(rhs);
             if let AstNode::Variable(name) = lhs {
-                if self.frames.is_empty() {
-                    self.frames.push(Vec::new());
-                }
-                if let Some(frame) = self.frames.last_mut() {
-                    frame.push((name.clone(), value.clone()));
-                }
+                self.bind(name, value.clone());
             }
             return value;
         }
         self.expr(lhs);
-        self.expr(rhs);
+        if matches!(op, BinaryOp::And | BinaryOp::Or) {
+            // Short-circuit: the right side may not run.
+            self.maybe(rhs);
+        } else {
+            self.expr(rhs);
+        }
         match op {
             BinaryOp::Add
             | BinaryOp::Subtract
@@ -706,6 +792,126 @@ impl Infer<'_> {
             BinaryOp::Range => Type::Array(Box::new(Type::Number)),
             _ => Type::Unknown,
         }
+    }
+}
+
+/// How close (Jaro-Winkler) an undeclared name must be to a declared one of an open schema to be
+/// reported as a typo: `nmae` for `name` (0.93), `contnt` for `content`; not `last_name` for
+/// `first_name` (0.83), which a server may well send undocumented.
+const TYPO_SIMILARITY: f64 = 0.9;
+
+/// Whether an expression certainly has a value (is never undefined), as far as its form tells:
+/// literals, constructors, and operators and functions that always give one.
+pub fn defined(ast: &AstNode) -> bool {
+    match ast {
+        AstNode::String(_)
+        | AstNode::Number(_)
+        | AstNode::Boolean(_)
+        | AstNode::Null
+        | AstNode::Object(_)
+        | AstNode::Array(_)
+        | AstNode::Lambda { .. } => true,
+        AstNode::Binary { op, rhs, .. } => match op {
+            BinaryOp::Concatenate
+            | BinaryOp::Equal
+            | BinaryOp::NotEqual
+            | BinaryOp::In
+            | BinaryOp::And
+            | BinaryOp::Or => true,
+            BinaryOp::ColonEqual => defined(rhs),
+            _ => false,
+        },
+        AstNode::Function { name, .. } => matches!(name.as_str(), "count" | "exists" | "boolean"),
+        AstNode::Conditional {
+            then_branch,
+            else_branch,
+            ..
+        } => defined(then_branch) && else_branch.as_deref().is_some_and(defined),
+        AstNode::Block(items) => items.last().is_some_and(defined),
+        _ => false,
+    }
+}
+
+/// The names an expression binds anywhere: `$x := …` and lambda parameters.
+fn bound_names(ast: &AstNode, out: &mut Vec<String>, depth: usize) {
+    if depth > MAX_EXPR_DEPTH {
+        return;
+    }
+    let mut walk = |a: &AstNode| bound_names(a, out, depth + 1);
+    match ast {
+        AstNode::Binary { op, lhs, rhs } => {
+            if *op == BinaryOp::ColonEqual
+                && let AstNode::Variable(v) = &**lhs
+            {
+                walk(rhs);
+                out.push(v.clone());
+                return;
+            }
+            walk(lhs);
+            walk(rhs);
+        }
+        AstNode::Lambda { params, body, .. } => {
+            walk(body);
+            out.extend(params.iter().cloned());
+        }
+        AstNode::Unary { operand, .. } => walk(operand),
+        AstNode::Function { args, .. } => args.iter().for_each(walk),
+        AstNode::Call { procedure, args } => {
+            walk(procedure);
+            args.iter().for_each(walk);
+        }
+        AstNode::Array(items) | AstNode::Block(items) | AstNode::ArrayGroup(items) => {
+            items.iter().for_each(walk)
+        }
+        AstNode::Object(pairs) => pairs.iter().for_each(|(k, v)| {
+            walk(k);
+            walk(v);
+        }),
+        AstNode::ObjectTransform { input, pattern } => {
+            walk(input);
+            pattern.iter().for_each(|(k, v)| {
+                walk(k);
+                walk(v);
+            });
+        }
+        AstNode::Conditional {
+            condition,
+            then_branch,
+            else_branch,
+        } => {
+            walk(condition);
+            walk(then_branch);
+            if let Some(e) = else_branch {
+                walk(e);
+            }
+        }
+        AstNode::Path { steps } => {
+            for step in steps {
+                walk(&step.node);
+                for stage in &step.stages {
+                    if let Stage::Filter(e) = stage {
+                        walk(e);
+                    }
+                }
+            }
+        }
+        AstNode::FunctionApplication(e) => walk(e),
+        AstNode::Sort { input, terms } => {
+            walk(input);
+            terms.iter().for_each(|(t, _)| walk(t));
+        }
+        AstNode::Transform {
+            location,
+            update,
+            delete,
+        } => {
+            walk(location);
+            walk(update);
+            if let Some(d) = delete {
+                walk(d);
+            }
+        }
+        _ => {}
     }
 }
 

@@ -254,3 +254,108 @@ fn no_false_alarms_in_the_examples_and_the_corpora() {
     }
     assert!(alarms.is_empty(), "{}", alarms.join("\n"));
 }
+
+fn tool(input_schema: &str, output_schema: &str, expr: &str) -> String {
+    format!(
+        r#"version: "1.0"
+server: {{name: g, version: "1.0"}}
+tools:
+  - name: t
+    description: d
+    inputSchema: {input_schema}
+{output_schema}    nodes:
+      - {{id: entry, type: entry, next: build}}
+      - id: build
+        type: transform
+        transform: {{expr: '{expr}'}}
+        next: exit
+      - {{id: exit, type: exit}}
+"#
+    )
+}
+
+/// What a reviewer found could raise false alarms: each stays silent.
+#[test]
+fn no_false_alarm_on_what_jsonata_may_leave_out() {
+    let input = "{type: object, properties: {name: {type: string}, debug: {type: string}, label: {type: string}, first_name: {type: string}, n: {type: number}}}";
+    let cases = [
+        // A key whose value may be undefined is left out: the closed outputSchema may still match.
+        (
+            "    outputSchema: {type: object, properties: {greeting: {type: string}}, additionalProperties: false}\n",
+            r#"{"greeting": "Hi " & $.entry.name, "debug": $.entry.debug}"#,
+        ),
+        // An optional string where a number is wanted: absent, the key is left out.
+        (
+            "    outputSchema: {type: object, properties: {count: {type: number}}}\n",
+            r#"{"count": $.entry.label}"#,
+        ),
+        // No else: undefined becomes `{}` at the exit, which matches.
+        (
+            "    outputSchema: {type: object, properties: {greeting: {type: string}}, additionalProperties: false}\n",
+            r#"$.entry.name = "x" ? {"debug": 1}"#,
+        ),
+        // A binding in one branch of `?:` may not happen.
+        (
+            "",
+            r#"( $r := $.entry; $.entry.n > 1 ? $r := {"big": true} : 0; $r.name )"#,
+        ),
+        // `last_name` is not a typo of `first_name`: an open schema may have it.
+        ("", r#"$.entry.last_name"#),
+        // A rebound built-in is not the built-in.
+        (
+            "    outputSchema: {type: object, properties: {c: {type: string}}, required: [c]}\n",
+            r#"( $count := function($a){ "n" & $a }; {"c": $count(1)} )"#,
+        ),
+    ];
+    for (output, expr) in cases {
+        let text = tool(input, output, expr);
+        let checked = check(&text);
+        assert!(
+            checked.diagnostics.is_empty(),
+            "{expr}: {:?}",
+            codes(&checked)
+        );
+    }
+    // `anyOf` beside `properties`: not modelled, so nothing is reported.
+    let text = tool(
+        "{type: object, properties: {mode: {type: string}, model: {type: string}}, oneOf: [{properties: {mode: {const: fast}}}, {properties: {mode: {const: slow}}}]}",
+        "",
+        "$.entry.model",
+    );
+    assert!(check(&text).diagnostics.is_empty());
+    // And the same shapes still report what is certain.
+    let text = tool(input, "", r#"( $r := {"big": true}; $r.bg )"#);
+    assert_eq!(codes(&check(&text)), ["W0802"]);
+}
+
+/// A span points at the path itself, not at a longer name or a string that contains it.
+#[test]
+fn spans_are_whole_paths() {
+    let input = "{type: object, properties: {name: {type: string}, na: {type: string}}}";
+    let text = tool(input, "", r#"$.entry.name & $.entry.nmae"#);
+    let checked = check(&text);
+    assert_eq!(codes(&checked), ["W0802"]);
+    let line = text.lines().nth(10).unwrap();
+    let col = line.find("nmae").unwrap() + 1;
+    assert_eq!(positions(&text, &checked, Code::W0802), [(11, col)]);
+}
+
+/// Deeply nested expressions check without overflowing the stack of a small thread.
+#[test]
+fn deep_expressions_do_not_overflow() {
+    let handle = std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(|| {
+            for depth in [200, 900] {
+                let arrays = format!("{}1{}", "[".repeat(depth), "]".repeat(depth));
+                let parens = format!("{}$.entry.n{}", "(".repeat(depth), ")".repeat(depth));
+                let sums = vec!["$.entry.n"; depth].join(" + ");
+                for expr in [arrays, parens, sums] {
+                    let text = tool("{type: object, properties: {n: {type: number}}}", "", &expr);
+                    let _ = check(&text);
+                }
+            }
+        })
+        .unwrap();
+    handle.join().expect("no overflow");
+}

@@ -4,7 +4,6 @@
 //! and the exit's result against the tool's `outputSchema`.
 
 use super::ToolChecker;
-use super::expressions::find_in_scalar;
 use crate::diagnostics::{Diagnostic, Span};
 use crate::ir::{Call, Node, NodeId, NodeKind, OnItemError, Target, Template};
 use crate::types::{Finding, Keys, ObjectType, Property, Scope, Type, infer};
@@ -65,6 +64,7 @@ impl ToolChecker<'_> {
 
         // What each expression reads, against the final types.
         let mut reach = Reach::new(nodes);
+        let entry = self.entry;
         let written = std::mem::take(&mut self.written);
         for w in &written {
             let Some(at) = w.node else { continue };
@@ -90,8 +90,21 @@ impl ToolChecker<'_> {
             };
             let mut findings = Vec::new();
             infer(&w.ast, &scope, &mut findings);
-            for f in findings {
-                self.finding(f, w, at, nodes, &ids, &mut reach);
+            // One diagnostic per distinct finding of an expression (a path read twice is
+            // located once).
+            let mut seen: Vec<&Finding> = Vec::new();
+            for f in &findings {
+                if seen.contains(&f) {
+                    continue;
+                }
+                seen.push(f);
+                // A node the entry cannot reach has its own warning; what it reads is moot.
+                if matches!(f, Finding::Root(_))
+                    && entry.is_some_and(|e| e != at && reach.before(e, at) == Some(false))
+                {
+                    continue;
+                }
+                self.finding(f.clone(), w, at, nodes, &ids, &mut reach);
             }
         }
 
@@ -133,7 +146,12 @@ impl ToolChecker<'_> {
             NodeKind::Entry => input.map_or(Type::Unknown, |s| {
                 Type::from_schema(s, &format!("inputSchema of tool `{tool}`"))
             }),
-            NodeKind::Exit => exit_type(preds_of_exit.iter().map(|p| types[p.index()].clone())),
+            NodeKind::Exit => exit_type(preds_of_exit.iter().map(|p| {
+                // A transform whose value may be undefined gives `{}` at the exit.
+                let undefined = matches!(&nodes[p.index()].kind,
+                    NodeKind::Transform(expr) if !crate::types::defined(&expr.ast));
+                (types[p.index()].clone(), undefined)
+            })),
             NodeKind::Transform(expr) => match infer(&expr.ast, &scope, &mut Vec::new()) {
                 Type::Object(mut o) if o.keys == Keys::Exact => {
                     o.origin = format!("the object node `{}` builds", node.id);
@@ -230,11 +248,14 @@ impl ToolChecker<'_> {
                     return; // W0302 already
                 };
                 if reach.before(read, at) == Some(false) {
-                    let span = find_in_scalar(
-                        self.source,
-                        w.scalar,
-                        &[format!("$.{name}"), format!("{name}."), name.clone()],
-                    );
+                    // `$.later` when written so.
+                    let span =
+                        find_path(self.source, w.scalar, &[name.clone()]).map_or(w.scalar, |s| {
+                            match self.source.get(s.start.saturating_sub(2)..s.start) {
+                                Some("$.") => Span::new(s.start - 2, s.end),
+                                _ => s,
+                            }
+                        });
                     self.diags.push(Diagnostic::not_yet_run(
                         span,
                         &name,
@@ -251,17 +272,9 @@ impl ToolChecker<'_> {
                 known,
             } => {
                 let Some(last) = path.last() else { return };
-                let joined = path.join(".");
-                let found = find_in_scalar(
-                    self.source,
-                    w.scalar,
-                    &[format!("$.{joined}"), joined.clone(), format!(".{last}")],
-                );
-                let span = if found != w.scalar && found.len() >= last.len() {
+                let span = find_path(self.source, w.scalar, &path).map_or(w.scalar, |found| {
                     Span::new(found.end - last.len(), found.end)
-                } else {
-                    found
-                };
+                });
                 let of = path[..path.len() - 1].join(".");
                 self.diags.push(Diagnostic::missing_property(
                     span, last, &of, &origin, closed, suggestion, &known,
@@ -421,14 +434,17 @@ fn mismatch(got: &Type, want: &ObjectType, required: &[&str]) -> Option<String> 
 
 /// The exit's output: the previous node's, with `0`, `false`, `""`, `null` and undefined
 /// replaced by `{}` (compat).
-fn exit_type(previous: impl Iterator<Item = Type>) -> Type {
+fn exit_type(previous: impl Iterator<Item = (Type, bool)>) -> Type {
     let empty = Type::Object(ObjectType {
         properties: Vec::new(),
         keys: Keys::Exact,
         origin: "the `{}` that replaces a falsy result".into(),
     });
     let mut out = Vec::new();
-    for t in previous {
+    for (t, undefined) in previous {
+        if undefined {
+            out.push(empty.clone());
+        }
         for m in t.members() {
             if matches!(m, Type::Null | Type::Boolean | Type::Number | Type::String) {
                 out.push(empty.clone());
@@ -486,6 +502,8 @@ impl Scope for FlowScope<'_> {
 /// within [`REACH_BUDGET`].
 struct Reach {
     edges: Vec<Vec<NodeId>>,
+    /// What one search costs at most: every node and edge.
+    cost: usize,
     /// For a node `x` searched: the nodes reachable from `x` by one edge or more.
     after: HashMap<NodeId, Vec<bool>>,
     budget: usize,
@@ -493,8 +511,10 @@ struct Reach {
 
 impl Reach {
     fn new(nodes: &[Node]) -> Reach {
+        let edges: Vec<Vec<NodeId>> = nodes.iter().map(successors).collect();
         Reach {
-            edges: nodes.iter().map(successors).collect(),
+            cost: edges.iter().map(Vec::len).sum::<usize>() + edges.len(),
+            edges,
             after: HashMap::new(),
             budget: REACH_BUDGET,
         }
@@ -504,11 +524,10 @@ impl Reach {
     /// entry, or has its own warning); `None` when the budget is spent.
     fn before(&mut self, read: NodeId, at: NodeId) -> Option<bool> {
         if !self.after.contains_key(&read) {
-            let cost = self.edges.iter().map(Vec::len).sum::<usize>() + self.edges.len();
-            if cost > self.budget {
+            if self.cost > self.budget {
                 return None;
             }
-            self.budget -= cost;
+            self.budget -= self.cost;
             let mut seen = vec![false; self.edges.len()];
             let mut queue: Vec<NodeId> = self.edges[read.index()].clone();
             while let Some(n) = queue.pop() {
@@ -520,4 +539,47 @@ impl Reach {
         }
         Some(self.after[&read][at.index()])
     }
+}
+
+/// The span of the path `names` (`entry.name`, `$.entry.name`, `$item.name`) written inside the
+/// scalar at `scalar`: the first occurrence that is a whole path, not the start of a longer name
+/// (`entry.na` in `entry.name`) nor the end of one (`xentry.name`). Spaces around the dots are not
+/// looked for.
+fn find_path(source: &str, scalar: Span, names: &[String]) -> Option<Span> {
+    let text = source.get(scalar.start..scalar.end)?;
+    let needle = names.join(".");
+    if needle.is_empty() {
+        return None;
+    }
+    let word = |c: char| c.is_alphanumeric() || c == '_' || c == '$' || c == '`';
+    // Whole-path occurrences: (start, whether written after `$.`).
+    let mut found: Vec<(usize, bool)> = Vec::new();
+    let mut from = 0;
+    while let Some(i) = text[from..].find(&needle) {
+        let start = from + i;
+        let end = start + needle.len();
+        let before = text[..start].chars().next_back();
+        let after = text[end..].chars().next();
+        let rooted = text[..start].ends_with("$.");
+        let starts_path = match before {
+            None => true,
+            Some('.') => rooted,
+            // A quote: the scalar's own (a bare path written first), else a JSONata string.
+            Some('"' | '\'') => start == 1,
+            Some(c) => !word(c),
+        };
+        if starts_path && !after.is_some_and(word) {
+            found.push((start, rooted));
+        }
+        from = start + needle.chars().next().map_or(1, char::len_utf8);
+    }
+    let start = found
+        .iter()
+        .find(|(_, rooted)| *rooted)
+        .or(found.first())
+        .map(|(start, _)| *start)?;
+    Some(Span::new(
+        scalar.start + start,
+        scalar.start + start + needle.len(),
+    ))
 }
