@@ -8,6 +8,7 @@ mod child;
 mod downstream;
 mod engine;
 mod envsubst;
+mod evaluate;
 mod executor;
 mod failure;
 mod history;
@@ -26,13 +27,21 @@ mod watch;
 mod watchdog;
 
 pub use engine::{CallError, CallOptions, Engine, LoadError};
+pub use evaluate::{
+    EvaluateError, call_tool_once, evaluate_args, evaluate_jsonata, evaluate_logic,
+};
 pub use executor::{Asker, Breakpoints, NodeObserver, NodeReport, Question, Refusal};
 pub use failure::{Failure, FailureKind, RunError};
+pub use line_transport::LineTransport;
 pub use lock::{Discovered, discover, discover_once};
 pub use serve::{ServeError, call_once, init_logging, run_stdio, serve_stdio};
 pub use server::GraphServer;
 pub use value::{to_js_json, to_json};
 pub use watch::Watch;
+
+/// The MCP library the runtime is built on, for front ends with a handler of their own (the
+/// toolkit): one version, one set of features, for every MCP server mcpgraph runs.
+pub use rmcp;
 
 /// What the runtime's own tests and the benchmarks reach inside for. Not an API.
 #[doc(hidden)]
