@@ -153,7 +153,11 @@ impl Read {
         };
         // One write, so the lines of a report stay together.
         let _ = std::io::stderr().write_all(format!("{}{line}\n", self.diagnostics).as_bytes());
-        if (works || !served_works) && server.replace(self.version) && works {
+        if !works && served_works {
+            return;
+        }
+        // A broken version replaces only a broken one: calls then answer with its diagnostics.
+        if server.replace(self.version) && works {
             server.tools_changed().await;
         }
     }
