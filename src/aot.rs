@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 mod build;
 
-pub use build::{BuildOptions, Profile, build, cache_dir};
+pub use build::{BuildOptions, Profile, build, build_reporting, cache_dir};
 
 mod vendor {
     include!(concat!(env!("OUT_DIR"), "/vendor.rs"));

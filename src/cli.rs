@@ -5,8 +5,8 @@ use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-mod lock;
-mod picture;
+pub(crate) mod lock;
+pub(crate) mod picture;
 
 use crate::aot;
 
@@ -49,6 +49,12 @@ enum Command {
     /// Starts each server the graph's calls use (as `serve` would), reads its `serverInfo` and
     /// `tools/list`, and writes them for `check`, `build`, `emit` and `serve` to read.
     Lock(LockArgs),
+    /// Serve the authoring toolkit over stdio: build, run and fix a graph's tools over MCP.
+    ///
+    /// The original `mcpgraphtoolkit`'s tools (discover servers, test expressions, add, update,
+    /// delete and run tools) and checkGraph, drawGraph, lockGraph, buildGraph. Every edit is
+    /// checked by the compiler before it is written (docs/toolkit.md).
+    Toolkit(Common),
 }
 
 #[derive(Args, Debug)]
@@ -118,12 +124,12 @@ struct ServeArgs {
 }
 
 #[derive(Args, Debug)]
-struct Common {
+pub(crate) struct Common {
     /// The graph file.
-    file: PathBuf,
+    pub(crate) file: PathBuf,
     /// An MCP JSON file (`{"mcpServers": {...}}`) adding downstream servers.
     #[arg(short = 'm', long = "mcp", value_name = "FILE")]
-    mcp: Option<PathBuf>,
+    pub(crate) mcp: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -177,6 +183,7 @@ pub fn main() -> ExitCode {
         (Some(Command::Build(args)), _) => build(args),
         (Some(Command::Lock(args)), _) if args.check => lock::check(&args.common),
         (Some(Command::Lock(args)), _) => lock::write(&args.common),
+        (Some(Command::Toolkit(common)), _) => crate::toolkit::main(common.file, common.mcp),
         (None, Some(graph)) => serve(
             &Common {
                 file: graph,
@@ -211,7 +218,11 @@ fn load(common: &Common) -> Result<(SourceFile, Checked), ExitCode> {
 
 /// Checks a graph with the lock file beside it, when there is one (never starting a server): a
 /// lock that cannot be read is one more error, first in the list.
-fn compile_beside(path: &Path, file: &SourceFile, mcp: Option<&SourceFile>) -> Checked {
+pub(crate) fn compile_beside(
+    path: &Path,
+    file: &SourceFile,
+    mcp: Option<&SourceFile>,
+) -> Checked {
     match mcpgraph_compiler::lock::read_beside(path) {
         None => compile(file, mcp),
         Some(Ok(lock)) => compile_with(file, mcp, Some(&lock)),

@@ -2,6 +2,7 @@
 
 mod aot;
 mod cli;
+mod toolkit;
 
 fn main() -> std::process::ExitCode {
     cli::main()

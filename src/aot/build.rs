@@ -111,6 +111,26 @@ pub fn cache_dir() -> PathBuf {
 
 /// Emits the crate of `graph` into the cache, runs cargo on it and copies the binary to `out`.
 pub fn build(graph: &Graph, out: &Path, options: &BuildOptions) -> Result<Built, BuildError> {
+    build_inner(graph, out, options, None)
+}
+
+/// [`build`], with cargo's output handed to `report` line by line instead of inherited (the
+/// toolkit, whose stdout is MCP, forwards them as progress notifications).
+pub fn build_reporting(
+    graph: &Graph,
+    out: &Path,
+    options: &BuildOptions,
+    report: &mut dyn FnMut(&str),
+) -> Result<Built, BuildError> {
+    build_inner(graph, out, options, Some(report))
+}
+
+fn build_inner(
+    graph: &Graph,
+    out: &Path,
+    options: &BuildOptions,
+    report: Option<&mut dyn FnMut(&str)>,
+) -> Result<Built, BuildError> {
     let absolute =
         std::fs::canonicalize(&options.source).unwrap_or_else(|_| options.source.clone());
     let name = binary_name(graph);
@@ -162,7 +182,25 @@ pub fn build(graph: &Graph, out: &Path, options: &BuildOptions) -> Result<Built,
         );
         artifacts = artifacts.join(STATIC_TARGET);
     }
-    let status = command.status().map_err(BuildError::RunCargo)?;
+    let status = match report {
+        None => command.status().map_err(BuildError::RunCargo)?,
+        Some(report) => {
+            use std::io::BufRead;
+            command
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped());
+            let mut child = command.spawn().map_err(BuildError::RunCargo)?;
+            if let Some(stderr) = child.stderr.take() {
+                for line in std::io::BufReader::new(stderr)
+                    .lines()
+                    .map_while(Result::ok)
+                {
+                    report(line.trim());
+                }
+            }
+            child.wait().map_err(BuildError::RunCargo)?
+        }
+    };
     if !status.success() {
         return Err(BuildError::CargoFailed(status));
     }

@@ -1,0 +1,89 @@
+//! `mcpgraph toolkit FILE [-m mcp.json]`: the authoring toolkit, an MCP server over stdio with
+//! the original `mcpgraphtoolkit`'s 13 tools (same names, arguments and result shapes) and four
+//! of ours (checkGraph, drawGraph, buildGraph, lockGraph). Every edit goes through the compiler
+//! before anything is written (docs/toolkit.md).
+//!
+//! ```text
+//! server.rs   the rmcp ServerHandler: arguments checked, each tool's work, isError failures
+//! tools.rs    what each tool advertises (input and output schemas), the argument checks
+//! run.rs      the graph's current version loaded into an engine; runGraphTool
+//! history.rs  runGraphTool's records, each with the context its node saw
+//! store.rs    the graph file: reads, and edits serialised, checked and written atomically
+//! ```
+
+mod history;
+mod run;
+mod server;
+pub mod store;
+mod tools;
+
+use mcpgraph_runtime::LineTransport;
+use mcpgraph_runtime::rmcp::{RoleServer, ServiceExt};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// The most a shutdown waits for downstream children before the process exits anyway.
+const SHUTDOWN_LIMIT: Duration = Duration::from_secs(8);
+
+/// Serves the toolkit for `graph` until stdin closes or SIGTERM/SIGINT arrives; exit 0, or 1
+/// with the reason on stderr.
+pub fn main(graph: PathBuf, mcp: Option<PathBuf>) -> ExitCode {
+    mcpgraph_runtime::init_logging();
+    if let Err(d) = mcpgraph_compiler::SourceFile::read(&graph) {
+        eprintln!("error[{}]: {}", d.code, d.message);
+        return ExitCode::from(1);
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let outcome = runtime.block_on(serve(graph, mcp));
+    runtime.shutdown_timeout(Duration::from_millis(100));
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+async fn serve(graph: PathBuf, mcp: Option<PathBuf>) -> Result<(), String> {
+    let toolkit = server::Toolkit::new(graph, mcp);
+    let transport = LineTransport::<RoleServer, _, _>::new(tokio::io::stdin(), tokio::io::stdout());
+    let service = toolkit
+        .clone()
+        .serve(transport)
+        .await
+        .map_err(|e| format!("MCP handshake failed: {e}"))?;
+    let token = service.cancellation_token();
+    let waiting = service.waiting();
+    tokio::pin!(waiting);
+    tokio::select! {
+        _ = &mut waiting => {}
+        () = signal() => token.cancel(),
+    }
+    let _ = tokio::time::timeout(SHUTDOWN_LIMIT, toolkit.shutdown()).await;
+    Ok(())
+}
+
+async fn signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}

@@ -1,0 +1,178 @@
+//! The graph as the toolkit runs it: the current file compiled (with the `-m` file and the lock
+//! beside it) and loaded into an engine, reloaded when the text changes; and `runGraphTool`.
+
+use super::history::Recorder;
+use super::tools::Failed;
+use mcpgraph_compiler::{Checked, Graph, SourceFile};
+use mcpgraph_runtime::{Breakpoints, CallError, CallOptions, Engine};
+use serde_json::{Map, Value, json};
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use tokio_util::sync::CancellationToken;
+
+/// One version of the graph: the texts it was made from, its check, and its engine when it
+/// checks. The engine is shut down when the last holder lets go (a run in flight on a version
+/// that an edit replaced finishes on it).
+pub struct Loaded {
+    key: Key,
+    pub file: SourceFile,
+    pub checked: Checked,
+    pub engine: Option<Arc<Engine>>,
+}
+
+/// The texts a version depends on: the graph, the `-m` file and the lock file.
+type Key = (String, Option<String>, Option<String>);
+
+impl Drop for Loaded {
+    fn drop(&mut self) {
+        if let Some(engine) = self.engine.take()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(async move { engine.shutdown().await });
+        }
+    }
+}
+
+/// The current version, made anew when one of its files changed.
+pub struct Versions {
+    graph: PathBuf,
+    mcp: Option<PathBuf>,
+    current: tokio::sync::Mutex<Option<Arc<Loaded>>>,
+}
+
+impl Versions {
+    pub fn new(graph: PathBuf, mcp: Option<PathBuf>) -> Self {
+        Versions {
+            graph,
+            mcp,
+            current: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    /// The version of `file` (the graph's current text), loaded if it is not yet.
+    pub async fn of(&self, file: SourceFile) -> Result<Arc<Loaded>, Failed> {
+        let mcp = match &self.mcp {
+            Some(path) => Some(SourceFile::read(path).map_err(|d| Failed::new(d.message))?),
+            None => None,
+        };
+        let lock_text =
+            std::fs::read_to_string(mcpgraph_compiler::lock::lock_path(&self.graph)).ok();
+        let key = (
+            file.text.clone(),
+            mcp.as_ref().map(|m| m.text.clone()),
+            lock_text,
+        );
+        let mut current = self.current.lock().await;
+        if let Some(loaded) = current.as_ref()
+            && loaded.key == key
+        {
+            return Ok(loaded.clone());
+        }
+        let checked = crate::cli::compile_beside(&self.graph, &file, mcp.as_ref());
+        let engine = match &checked.graph {
+            Some(graph) => Some(Arc::new(
+                Engine::load(graph.clone()).map_err(|e| Failed::new(e.to_string()))?,
+            )),
+            None => None,
+        };
+        let loaded = Arc::new(Loaded {
+            key,
+            file,
+            checked,
+            engine,
+        });
+        *current = Some(loaded.clone());
+        Ok(loaded)
+    }
+
+    /// Shuts the current engine down (the toolkit is stopping).
+    pub async fn shutdown(&self) {
+        let current = self.current.lock().await.take();
+        if let Some(engine) = current.as_ref().and_then(|l| l.engine.clone()) {
+            engine.shutdown().await;
+        }
+    }
+
+    pub fn graph_path(&self) -> &Path {
+        &self.graph
+    }
+
+    pub fn mcp_path(&self) -> Option<&Path> {
+        self.mcp.as_deref()
+    }
+}
+
+/// The graph of a version, or why there is none (the diagnostics, one per line).
+pub fn graph_of(loaded: &Loaded) -> Result<&Graph, Failed> {
+    loaded.checked.graph.as_ref().ok_or_else(|| {
+        let diagnostics = mcpgraph_compiler::render::json_all(&loaded.checked, &loaded.file);
+        Failed::new(format!(
+            "The graph does not check; no tool can run until it is fixed (checkGraph lists the problems):\n{}",
+            mcpgraph_compiler::render::plain_list(&loaded.checked, &loaded.file)
+        ))
+        .with("diagnostics", diagnostics)
+    })
+}
+
+/// `runGraphTool` on a loaded graph: the result and the history, or where a breakpoint
+/// stopped it, or the failure with the history so far.
+pub async fn run(
+    engine: &Engine,
+    tool: &str,
+    arguments: Map<String, Value>,
+    breakpoints: Vec<String>,
+    cancel: CancellationToken,
+) -> Result<Value, Failed> {
+    let Some(ir) = engine.graph().tools.iter().find(|t| t.name == tool) else {
+        return Err(Failed::new(format!("Tool not found: {tool}")));
+    };
+    let recorder = Recorder::new(ir.nodes.iter().map(|n| n.id.clone()));
+    let stopped: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
+    let breakpoints = (!breakpoints.is_empty()).then(|| {
+        let set: HashSet<String> = breakpoints.into_iter().collect();
+        let stopped = stopped.clone();
+        Arc::new(move |node: &str| {
+            let stop = set.contains(node);
+            if stop && let Ok(mut at) = stopped.lock() {
+                *at = Some(node.to_string());
+            }
+            stop
+        }) as Breakpoints
+    });
+    let options = CallOptions {
+        cancel,
+        observer: Some(recorder.observer()),
+        breakpoints,
+        ..CallOptions::default()
+    };
+    let outcome = engine.call_with(tool, arguments, options).await;
+    let stopped_at = stopped.lock().ok().and_then(|s| s.clone());
+    match outcome {
+        Ok(result) => Ok(json!({"result": result, "executionHistory": recorder.history(None)})),
+        Err(CallError::Cancelled) if stopped_at.is_some() => Ok(json!({
+            "result": null,
+            "executionHistory": recorder.history(None),
+            "stoppedAt": stopped_at,
+        })),
+        Err(CallError::Run(e)) => {
+            let message = CallError::Run(e.clone()).to_string();
+            let failed_node = e
+                .node
+                .as_ref()
+                .map(|(id, node_type)| (id.as_str(), *node_type, e.failure.message.as_str()));
+            let history = recorder
+                .history(failed_node.map(|(id, node_type, text)| (id, node_type, text, e.kind())));
+            let mut failed = Failed::new(message)
+                .with_error("kind", e.kind().as_str())
+                .with("executionHistory", history);
+            if let Some((id, _)) = &e.node {
+                failed = failed.with_error("nodeId", id.as_str());
+            }
+            Err(failed)
+        }
+        Err(other) => Err(Failed::new(other.to_string())
+            .with_error("kind", other.kind().as_str())
+            .with("executionHistory", recorder.history(None))),
+    }
+}

@@ -1,0 +1,109 @@
+//! `mcpgraph toolkit` with a real client (the Python `mcp` package, installed by
+//! scripts/test-setup): a whole authoring session, in tests/support/toolkit_session.py, on a
+//! copy of a graph with comments and the shared mock server in an `-m` file.
+
+mod common;
+
+use common::Mcp;
+use serde_json::json;
+use std::path::PathBuf;
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("mcpgraph-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create a temporary directory");
+    dir
+}
+
+/// The session's graph: a server of its own (the mock, as `own`), one tool, comments at the
+/// top, between servers, before and inside the tool, and at the end.
+fn session_graph(mock: &str) -> String {
+    format!(
+        r#"# The authoring session's graph: these comments must survive every edit.
+version: "1.0"
+server:
+  name: "session"
+  version: "1.0.0"
+mcpServers:
+  # The graph's own copy of the mock server.
+  own:
+    command: python3
+    args: [{mock:?}]
+tools:
+  # A tool that was here before the session.
+  - name: "hello"
+    description: "Says hello"
+    inputSchema:
+      type: object
+      properties:
+        name: {{ type: string }}
+    nodes:
+      - {{ id: entry, type: entry, next: say }}   # the entry
+      - id: say
+        type: transform
+        transform: {{ expr: '{{ "greeting": "Hello " & entry.name }}' }}
+        next: exit
+      - {{ id: exit, type: exit }}
+# The end of the file.
+"#
+    )
+}
+
+#[test]
+fn an_authoring_session_over_mcp() {
+    let python = common::root().join("target/test-venv/bin/python");
+    assert!(
+        python.exists(),
+        "run scripts/test-setup first: {} is missing",
+        python.display()
+    );
+    let dir = temp_dir("toolkit-session");
+    let mock = common::shared_dir().join("tools/mock-mcp-server.py");
+    let mock = mock.to_string_lossy();
+    let graph = dir.join("graph.yaml");
+    std::fs::write(&graph, session_graph(&mock)).expect("write the graph");
+    let mcp = dir.join("mcp.json");
+    let servers = json!({"mcpServers": {"mock": {"command": "python3", "args": [mock]}}});
+    std::fs::write(&mcp, servers.to_string()).expect("write the MCP file");
+    let output = std::process::Command::new(python)
+        .arg(common::root().join("tests/support/toolkit_session.py"))
+        .arg(common::mcpgraph())
+        .arg(&graph)
+        .arg(&mcp)
+        .output()
+        .expect("python runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success() && stdout.trim() == "ok",
+        "the authoring session failed:\n{stdout}\n{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Over the raw protocol: the handshake names the toolkit as the original does, and a call
+/// without a required argument is an isError result with the original's text, never -32603.
+#[test]
+fn the_handshake_and_a_missing_argument() {
+    let dir = temp_dir("toolkit-handshake");
+    let graph = common::root().join("examples/greeting_next.yaml");
+    std::fs::copy(&graph, dir.join("graph.yaml")).expect("copy the graph");
+    let mut mcp = Mcp::start(&["toolkit", "graph.yaml"], &dir, &[]);
+    let missing = mcp.call("getGraphTool", json!({}));
+    assert_eq!(missing["result"]["isError"], json!(true), "{missing}");
+    assert_eq!(
+        missing["result"]["structuredContent"]["error"]["message"],
+        json!("toolName is required"),
+        "{missing}"
+    );
+    let server = mcp.call("getGraphServer", json!({}));
+    assert_eq!(
+        common::structured(&server),
+        &json!({"name": "greeter", "version": "1.0.0", "title": "greeter"}),
+        "{server}"
+    );
+    mcp.close_stdin();
+    let status = mcp.wait_exit(std::time::Duration::from_secs(10));
+    assert!(status.is_some_and(|s| s.success()), "{status:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
