@@ -90,16 +90,38 @@ impl Lock {
             let mut offset = 0;
             for (i, l) in file.text.split_inclusive('\n').enumerate() {
                 if i + 1 == line {
-                    offset += l
-                        .char_indices()
-                        .nth(column.saturating_sub(1))
-                        .map_or(l.len(), |(b, _)| b);
+                    // serde_json counts the column in bytes.
+                    let mut byte = column.saturating_sub(1).min(l.len());
+                    while !l.is_char_boundary(byte) {
+                        byte -= 1;
+                    }
+                    offset += byte;
                     break;
                 }
                 offset += l.len();
             }
             offset.min(file.text.len())
         };
+        // The format's version first: a newer format may have fields this one does not know.
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Version {
+            lock_version: u32,
+        }
+        if let Ok(Version { lock_version }) = serde_json::from_str::<Version>(&file.text)
+            && lock_version != LOCK_VERSION
+        {
+            let offset = file.text.find("\"lockVersion\"").unwrap_or(0);
+            return Err(Diagnostic::in_file(
+                &shared,
+                Diagnostic::lock_file(
+                    offset,
+                    &format!(
+                        "lock format {lock_version} is not the one this mcpgraph reads ({LOCK_VERSION}); run `mcpgraph lock` again"
+                    ),
+                ),
+            ));
+        }
         let lock: Lock = serde_json::from_str(&file.text).map_err(|e| {
             let offset = at(e.line(), e.column());
             let message = e.to_string();

@@ -214,3 +214,40 @@ fn without_a_lock_nothing_is_checked() {
     let checked = compile_with(&file, None, None);
     assert!(checked.diagnostics.is_empty(), "{:?}", checked.diagnostics);
 }
+
+/// `nullable: true` (OpenAPI) admits null; `additionalProperties: true` admits other arguments.
+#[test]
+fn nullable_and_open_additional_properties() {
+    let graph = tool(
+        "      - { id: entry, type: entry, next: f }\n      - { id: f, type: mcp, server: web, tool: fetch, args: { a: null, extra: 1 }, next: exit }\n      - { id: exit, type: exit }\n",
+    );
+    let schema = json!({
+        "type": "object",
+        "properties": { "a": { "type": "string", "nullable": true } },
+        "additionalProperties": true
+    });
+    assert_eq!(contracts(&graph, &lock(json!({ "fetch": schema }))), []);
+    // Without `nullable`, null is still a wrong type.
+    let schema = json!({ "type": "object", "properties": { "a": { "type": "string" } } });
+    let found = contracts(&graph, &lock(json!({ "fetch": schema })));
+    assert!(found.iter().any(|(c, _)| *c == Code::E0705), "{found:?}");
+}
+
+/// A lock of a newer format says so, rather than naming the field it does not know.
+#[test]
+fn a_newer_lock_format_is_named() {
+    let graph =
+        tool("      - { id: entry, type: entry, next: exit }\n      - { id: exit, type: exit }\n");
+    let file = SourceFile::new("x.yaml", graph);
+    let lock = SourceFile::new(
+        "x.lock.json",
+        r#"{"lockVersion": 2, "mcpgraph": "9.0.0", "servers": {}, "resources": {}}"#,
+    );
+    let checked = compile_with(&file, None, Some(&lock));
+    let d = checked
+        .diagnostics
+        .iter()
+        .find(|d| d.code == Code::E0701)
+        .expect("E0701");
+    assert!(d.message.contains("lock format 2"), "{}", d.message);
+}

@@ -106,6 +106,21 @@ pub fn write(common: &Common) -> ExitCode {
             }
         }
     }
+    // A graph with errors may hide calls (a node whose type is misspelt has no call to read):
+    // its servers' previous entries are kept rather than dropped.
+    if let Some(previous) = &previous_lock
+        && mcpgraph_compiler::compile(&file, mcp.as_ref()).error_count() > 0
+    {
+        for (name, old) in &previous.servers {
+            if !servers.contains_key(name) {
+                eprintln!(
+                    "note: server `{name}` keeps its previous entry in {}: the graph has errors, so its calls may not all be read",
+                    path.display()
+                );
+                servers.insert(name.clone(), old.clone());
+            }
+        }
+    }
     let text = Lock::new(servers).to_text();
     if previous.as_deref() == Some(text.as_str()) {
         eprintln!("{} is up to date", path.display());

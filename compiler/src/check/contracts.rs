@@ -181,6 +181,8 @@ fn arguments(
                 }
                 // A schema for the other properties: they are expected, and must fit it.
                 Some(other @ Value::Object(o)) if !o.is_empty() => Some(other),
+                // `additionalProperties: true` (or `{}`): the tool says it takes others.
+                Some(Value::Bool(true) | Value::Object(_)) => None,
                 _ if !declares => None,
                 _ => {
                     let suggestion = suggest(budget, &name, &declared);
@@ -244,7 +246,10 @@ fn literal_fits(value: &Yaml, schema: &Value, path: &str, out: &mut Vec<Mismatch
         expected,
         found,
     };
+    // OpenAPI's `nullable: true` admits null beside `type`.
+    let nullable = schema.get("nullable") == Some(&Value::Bool(true));
     if let Some(types) = schema_types(schema)
+        && !(nullable && value.to_json().is_null())
         && !types.iter().any(|t| has_type(value, t))
     {
         let integer = types.contains(&"integer");
