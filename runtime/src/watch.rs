@@ -6,7 +6,7 @@
 //!
 //! Polling rather than inotify: no dependency, the same code on every platform, and it follows
 //! editors that save by renaming a new file over the old one (a watch on the old inode would go
-//! quiet). A poll reads each file's metadata, and its contents only when the metadata changed.
+//! quiet). A poll reads each file and hashes its contents.
 
 use crate::server::{GraphServer, Version};
 use mcpgraph_compiler::render::{self, Style};
@@ -15,7 +15,7 @@ use std::hash::{Hash, Hasher};
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 /// How often the files are looked at. A change is taken once two polls in a row saw the same
 /// files, so a save is picked up within two polls and a half-written one is never read.
@@ -43,7 +43,7 @@ impl Watch {
         style: Style,
         load: impl Fn() -> (SourceFile, Checked) + Send + Sync + 'static,
     ) -> Watch {
-        let served = Snapshot::take(&files, None);
+        let served = Snapshot::take(&files);
         Watch {
             files,
             load: Arc::new(load),
@@ -62,10 +62,7 @@ impl Watch {
                 _ = ticks.tick() => {}
             }
             let files = self.files.clone();
-            let previous = last.clone();
-            let Ok(now) =
-                tokio::task::spawn_blocking(move || Snapshot::take(&files, Some(&previous))).await
-            else {
+            let Ok(now) = tokio::task::spawn_blocking(move || Snapshot::take(&files)).await else {
                 continue;
             };
             // Still being written (or just saved): wait for a poll that sees the same files.
@@ -73,7 +70,7 @@ impl Watch {
                 last = now;
                 continue;
             }
-            if now.same_contents(&self.served) {
+            if now == self.served {
                 continue;
             }
             self.served = now;
@@ -170,63 +167,30 @@ struct Snapshot(Vec<FileState>);
 #[derive(Clone, PartialEq, Eq, Debug)]
 enum FileState {
     Missing,
+    /// The length and a hash of the contents. Contents, not modification times: a file's time
+    /// has the clock tick's resolution (milliseconds), so two saves of the same length in one
+    /// tick would look alike, and a touch without a change would look like a save. Graph files
+    /// are small; reading them four times a second costs nothing that shows.
     Present {
         len: u64,
-        modified: Option<SystemTime>,
-        /// A hash of the contents, read again only when `len` or `modified` changed.
         contents: u64,
     },
 }
 
 impl Snapshot {
-    /// Looks at `files`, reusing `previous` hashes of files whose metadata did not change.
-    fn take(files: &[PathBuf], previous: Option<&Snapshot>) -> Snapshot {
-        let states = files.iter().enumerate().map(|(i, path)| {
-            let Ok(meta) = std::fs::metadata(path) else {
-                return FileState::Missing;
-            };
-            let (len, modified) = (meta.len(), meta.modified().ok());
-            if let Some(FileState::Present {
-                len: l,
-                modified: m,
-                contents,
-            }) = previous.and_then(|p| p.0.get(i))
-                && (*l, *m) == (len, modified)
-            {
-                return FileState::Present {
-                    len,
-                    modified,
-                    contents: *contents,
-                };
-            }
-            match std::fs::read(path) {
-                Ok(bytes) => {
-                    let mut hasher = std::hash::DefaultHasher::new();
-                    bytes.hash(&mut hasher);
-                    FileState::Present {
-                        len: bytes.len() as u64,
-                        modified,
-                        contents: hasher.finish(),
-                    }
+    fn take(files: &[PathBuf]) -> Snapshot {
+        let states = files.iter().map(|path| match std::fs::read(path) {
+            Ok(bytes) => {
+                let mut hasher = std::hash::DefaultHasher::new();
+                bytes.hash(&mut hasher);
+                FileState::Present {
+                    len: bytes.len() as u64,
+                    contents: hasher.finish(),
                 }
-                Err(_) => FileState::Missing,
             }
+            Err(_) => FileState::Missing,
         });
         Snapshot(states.collect())
-    }
-
-    /// The same files with the same contents (a file touched but not changed is the same).
-    fn same_contents(&self, other: &Snapshot) -> bool {
-        let contents = |s: &FileState| match s {
-            FileState::Missing => None,
-            FileState::Present { len, contents, .. } => Some((*len, *contents)),
-        };
-        self.0.len() == other.0.len()
-            && self
-                .0
-                .iter()
-                .zip(&other.0)
-                .all(|(a, b)| contents(a) == contents(b))
     }
 }
 
@@ -235,28 +199,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_snapshot_sees_a_rename_over_the_file_and_ignores_a_touch() {
+    fn a_snapshot_sees_saves_of_the_same_length_and_ignores_a_touch() {
         let dir = std::env::temp_dir().join(format!("mcpgraph-watch-unit-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("g.yaml");
         let files = vec![file.clone(), dir.join("missing.json")];
         std::fs::write(&file, "one").unwrap();
-        let first = Snapshot::take(&files, None);
+        let first = Snapshot::take(&files);
         assert_eq!(first.0[1], FileState::Missing);
 
+        // Renamed over the file, as editors save, within the same clock tick and length.
         let temp = dir.join("g.yaml.tmp");
         std::fs::write(&temp, "two").unwrap();
         std::fs::rename(&temp, &file).unwrap();
-        let second = Snapshot::take(&files, Some(&first));
-        assert!(!second.same_contents(&first));
+        let second = Snapshot::take(&files);
+        assert_ne!(second, first);
 
         let touched = std::fs::File::options().write(true).open(&file).unwrap();
         touched
-            .set_modified(SystemTime::now() + Duration::from_secs(5))
+            .set_modified(std::time::SystemTime::now() + Duration::from_secs(5))
             .unwrap();
-        let third = Snapshot::take(&files, Some(&second));
-        assert_ne!(third, second);
-        assert!(third.same_contents(&second));
+        assert_eq!(Snapshot::take(&files), second);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
