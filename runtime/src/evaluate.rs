@@ -5,7 +5,7 @@
 use crate::downstream::Downstream;
 use crate::failure::Failure;
 use crate::history::{History, Record};
-use crate::jsonata::{Jsonata, Settings};
+use crate::jsonata::{Jsonata, Settings, message};
 use crate::jsonlogic::{self, Vars};
 use crate::value::{to_json, to_jvalue};
 use jsonata_core::value::JValue;
@@ -74,7 +74,7 @@ pub fn evaluate_jsonata(
     history: &[(String, Value)],
 ) -> Result<Option<Value>, EvaluateError> {
     let expr = Expr::parse(expression)
-        .map_err(|m| EvaluateError::Syntax(format!("Invalid JSONata syntax: {m}")))?;
+        .map_err(|m| EvaluateError::Syntax(format!("Invalid JSONata syntax: {}", message(&m))))?;
     let value = evaluator(history)
         .eval(&expr, &to_jvalue(context))
         .map_err(|e| EvaluateError::Evaluation(e.to_string()))?;
@@ -94,8 +94,9 @@ pub fn evaluate_logic(
         .find(|(_, p)| !matches!(p, Problem::UnknownOperator(_)))
     {
         return Err(EvaluateError::Syntax(match problem {
-            Problem::VarSyntax(var, message) => format!(
-                "Invalid JSONata in JSON Logic var operation \"{var}\": Invalid JSONata syntax: {message}"
+            Problem::VarSyntax(var, text) => format!(
+                "Invalid JSONata in JSON Logic var operation \"{var}\": Invalid JSONata syntax: {}",
+                message(text)
             ),
             Problem::VarNotString(what) => {
                 format!(
@@ -110,10 +111,10 @@ pub fn evaluate_logic(
         jsonata: evaluator(history),
         context: &data,
     };
-    let value = jsonlogic::apply(&tree, &data, &mut vars).map_err(|message| {
+    let value = jsonlogic::apply(&tree, &data, &mut vars).map_err(|text| {
         let rule_text = serde_json::to_string_pretty(rule).unwrap_or_default();
         EvaluateError::Evaluation(format!(
-            "JSON Logic evaluation failed: {message}\nRule: {rule_text}"
+            "JSON Logic evaluation failed: {text}\nRule: {rule_text}"
         ))
     })?;
     Ok(crate::js::boolean(&value))
@@ -171,7 +172,8 @@ fn template(
             *found = true;
             let expr = Expr::parse(source).map_err(|m| {
                 EvaluateError::Syntax(format!(
-                    "Invalid JSONata syntax in {path}.expr: Invalid JSONata syntax: {m}"
+                    "Invalid JSONata syntax in {path}.expr: Invalid JSONata syntax: {}",
+                    message(&m)
                 ))
             })?;
             let value = jsonata
