@@ -35,7 +35,7 @@
 //! Before the compiler sees it, the new text is read back: its document must be the old one with
 //! exactly this edit made (the tool's JSON equal to what was sent). If the block-scalar rendering
 //! does not read back the same (say, a string with trailing blank lines before a blank line of the
-//! file), the tool is rendered again with quoted strings only; if that fails too, the edit is
+//! file), the tool is rendered again with multi-line strings double-quoted; if that fails too, the edit is
 //! refused. A `tools` list written in flow style (`tools: [{...}]`, other than `[]`) is refused:
 //! only block sequences are spliced.
 //!
