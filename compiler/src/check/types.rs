@@ -249,8 +249,8 @@ impl ToolChecker<'_> {
                 };
                 if reach.before(read, at) == Some(false) {
                     // `$.later` when written so.
-                    let span =
-                        find_path(self.source, w.scalar, &[name.clone()]).map_or(w.scalar, |s| {
+                    let span = find_path(self.source, w.scalar, std::slice::from_ref(&name))
+                        .map_or(w.scalar, |s| {
                             match self.source.get(s.start.saturating_sub(2)..s.start) {
                                 Some("$.") => Span::new(s.start - 2, s.end),
                                 _ => s,
