@@ -218,11 +218,7 @@ fn load(common: &Common) -> Result<(SourceFile, Checked), ExitCode> {
 
 /// Checks a graph with the lock file beside it, when there is one (never starting a server): a
 /// lock that cannot be read is one more error, first in the list.
-pub(crate) fn compile_beside(
-    path: &Path,
-    file: &SourceFile,
-    mcp: Option<&SourceFile>,
-) -> Checked {
+pub(crate) fn compile_beside(path: &Path, file: &SourceFile, mcp: Option<&SourceFile>) -> Checked {
     match mcpgraph_compiler::lock::read_beside(path) {
         None => compile(file, mcp),
         Some(Ok(lock)) => compile_with(file, mcp, Some(&lock)),
