@@ -407,7 +407,7 @@ fn every_tool_of_every_graph_round_trips() {
         let source = SourceFile::new(path.display().to_string(), text.clone());
         let lock = mcpgraph_compiler::lock::read_beside(path).map(|l| l.unwrap());
         let names = edit::tool_names(&source);
-        for name in &names {
+        for (position, name) in names.iter().enumerate() {
             // Duplicate names (a fixture of E0201) are not addressable one by one.
             if names.iter().filter(|n| *n == name).count() > 1 {
                 continue;
@@ -439,7 +439,11 @@ fn every_tool_of_every_graph_round_trips() {
             assert_eq!(edit::tool_names(&new), names, "{}", path.display());
             tools += 1;
 
-            // The same tool deleted and added again reads back the same, too.
+            // The same tool deleted and added again reads back the same, too (for the first
+            // tools of a file: every edit checks the whole file, and the corpora are large).
+            if position >= 2 {
+                continue;
+            }
             let deleted = edit::apply(&source, None, lock.as_ref(), Edit::Delete { name });
             if let Ok(deleted) = deleted {
                 let without = SourceFile::new(source.name.clone(), deleted.text);
