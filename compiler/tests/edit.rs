@@ -456,3 +456,26 @@ fn every_tool_of_every_graph_round_trips() {
     }
     assert!(tools >= 60, "{tools}");
 }
+
+#[test]
+fn a_file_without_a_final_newline() {
+    let text = COMMENTED[..COMMENTED.find("  # After the last tool.").unwrap()].trim_end();
+    assert!(!text.ends_with('\n'));
+    let added = add(text, &echo_tool("third")).unwrap();
+    assert!(
+        added.starts_with(&format!("{text}\n  - name: third\n")),
+        "{added}"
+    );
+    let updated = update(text, "second", &echo_tool("second")).unwrap();
+    assert!(!updated.ends_with('\n'), "{updated:?}");
+    assert_eq!(
+        edit::tool_json(&file(&updated), "second"),
+        Some(echo_tool("second"))
+    );
+    let deleted = delete(text, "second").unwrap();
+    assert_eq!(edit::tool_names(&file(&deleted)), ["first"]);
+    assert!(
+        deleted.ends_with("  # Between the tools.\n\n"),
+        "{deleted:?}"
+    );
+}
