@@ -99,7 +99,19 @@ fn a_cancelled_call_cancels_its_downstream_call() {
         "tools/call",
         json!({"name": "nap", "arguments": {"ms": 1500}}),
     );
-    std::thread::sleep(Duration::from_millis(400));
+    // Cancel once the downstream call is in flight: the mock has logged it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.contains("\"method\": \"tools/call\""))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the downstream call never started"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     server.notify(
         "notifications/cancelled",
         json!({"requestId": id, "reason": "test"}),
