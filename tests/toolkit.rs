@@ -107,3 +107,63 @@ fn the_handshake_and_a_missing_argument() {
     assert!(status.is_some_and(|s| s.success()), "{status:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `buildGraph` builds a native server with `mcpgraph build`'s driver: progress notifications
+/// while cargo runs, all before the result, which carries the client configuration; the binary
+/// it built answers a call. The build cache and the `--static` flavour are tests/build.rs's, so
+/// the runtime is compiled once for both.
+#[test]
+fn build_graph_builds_a_server_that_answers() {
+    let dir = temp_dir("toolkit-build");
+    std::fs::copy(
+        common::root().join("examples/greeting_next.yaml"),
+        dir.join("graph.yaml"),
+    )
+    .expect("copy the graph");
+    let cache = common::root().join("target/mcpgraph-test-cache");
+    let cache = cache.to_string_lossy();
+    let mut toolkit = Mcp::start(
+        &["toolkit", "graph.yaml"],
+        &dir,
+        &[("MCPGRAPH_CACHE_DIR", cache.as_ref())],
+    );
+    let id = toolkit.send_request(
+        "tools/call",
+        json!({"name": "buildGraph", "arguments": {"output": "greeter", "static": true}, "_meta": {"progressToken": "b"}}),
+    );
+    // A cold cache compiles the runtime: minutes on two cores.
+    let response = toolkit.response(id, std::time::Duration::from_secs(900));
+    let built = common::structured(&response).clone();
+    assert_ne!(response["result"]["isError"], json!(true), "{response}");
+    // Every progress notification came before the result (they are in `pending`, in order).
+    let progress: Vec<&serde_json::Value> = toolkit
+        .pending
+        .iter()
+        .filter(|m| m["method"] == "notifications/progress")
+        .collect();
+    assert!(!progress.is_empty(), "no progress while cargo ran");
+    assert!(progress.iter().all(|m| m["params"]["progressToken"] == "b"));
+    let binary = dir.join("greeter");
+    assert_eq!(
+        built["path"].as_str().map(PathBuf::from),
+        Some(binary.clone()),
+        "{built}"
+    );
+    let command = &built["clientConfig"]["mcpServers"]["greeter"]["command"];
+    assert!(
+        command.as_str().is_some_and(|c| c.ends_with("greeter")),
+        "{built}"
+    );
+    toolkit.close_stdin();
+    let _ = toolkit.wait_exit(std::time::Duration::from_secs(10));
+
+    // The built server is a real MCP server.
+    let binary = binary.to_string_lossy().into_owned();
+    let mut server = Mcp::start_program(&binary, &dir);
+    let answer = server.call("greet", json!({"name": "Ada"}));
+    assert_ne!(answer["result"]["isError"], json!(true), "{answer}");
+    assert!(common::text(&answer).contains("Ada"), "{answer}");
+    server.close_stdin();
+    let _ = server.wait_exit(std::time::Duration::from_secs(10));
+    let _ = std::fs::remove_dir_all(&dir);
+}

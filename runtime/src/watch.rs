@@ -73,13 +73,24 @@ impl Watch {
             if now == self.served {
                 continue;
             }
-            self.served = now;
             let load = self.load.clone();
             let style = self.style;
-            let Ok(read) = tokio::task::spawn_blocking(move || Read::new(&*load, style)).await
+            let files = self.files.clone();
+            // The files again after reading them: a save that began between the poll and the
+            // read is not served half-written; the next polls see it settle and read it again.
+            let Ok((read, after)) = tokio::task::spawn_blocking(move || {
+                let read = Read::new(&*load, style);
+                (read, Snapshot::take(&files))
+            })
+            .await
             else {
                 continue;
             };
+            if after != now {
+                last = after;
+                continue;
+            }
+            self.served = now;
             read.take(&server).await;
         }
     }

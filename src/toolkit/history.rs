@@ -72,12 +72,18 @@ impl Recorder {
     pub fn history(&self, failed: Option<(&str, &str, &str, FailureKind)>) -> Vec<Value> {
         let records = self.records.lock().map(|r| r.clone()).unwrap_or_default();
         let mut out = Vec::with_capacity(records.len() + 1);
-        // Oldest first, each node once at its latest output: the context, read backwards.
-        let mut latest: Vec<(String, Value)> = Vec::new();
+        // Oldest first, each node once at its latest output (with its size in JSON text): the
+        // context, read backwards.
+        let mut latest: Vec<(String, Value, usize)> = Vec::new();
+        let mut context_bytes = 0usize;
+        // What the outputs and contexts returned so far take; past the budget, records keep
+        // their node, times and kind but not their values (`truncated`).
+        let mut spent = 0usize;
         let ms = |d: Duration| d.as_secs_f64() * 1000.0;
         let mut end = Duration::ZERO;
         for (index, raw) in records.iter().enumerate() {
             let start = self.started_ms + ms(raw.start).floor();
+            let output_bytes = raw.output.as_ref().map_or(4, json_bytes);
             let mut record = json!({
                 "executionIndex": index,
                 "nodeId": raw.node,
@@ -85,9 +91,15 @@ impl Recorder {
                 "startTime": start,
                 "endTime": start + ms(raw.duration).round(),
                 "duration": round3(ms(raw.duration)),
-                "output": raw.output.clone().unwrap_or(Value::Null),
-                "context": context(&latest),
             });
+            if spent + output_bytes + context_bytes <= HISTORY_BYTES {
+                spent += output_bytes + context_bytes;
+                record["output"] = raw.output.clone().unwrap_or(Value::Null);
+                record["context"] = context(&latest);
+            } else {
+                record["output"] = Value::Null;
+                record["truncated"] = true.into();
+            }
             if let Some(attempts) = raw.attempts {
                 record["attempts"] = attempts.into();
             }
@@ -95,15 +107,18 @@ impl Recorder {
                 record["failureKind"] = kind.as_str().into();
             }
             out.push(record);
-            latest.retain(|(id, _)| *id != raw.node);
+            if let Some(i) = latest.iter().position(|(id, _, _)| *id == raw.node) {
+                context_bytes -= latest.remove(i).2;
+            }
             if let Some(output) = &raw.output {
-                latest.push((raw.node.clone(), output.clone()));
+                latest.push((raw.node.clone(), output.clone(), output_bytes));
+                context_bytes += output_bytes;
             }
             end = raw.start + raw.duration;
         }
         if let Some((node, node_type, message, kind)) = failed {
             let start = self.started_ms + ms(end).floor();
-            out.push(json!({
+            let mut record = json!({
                 "executionIndex": out.len(),
                 "nodeId": node,
                 "nodeType": node_type,
@@ -113,17 +128,31 @@ impl Recorder {
                 "output": null,
                 "error": {"message": message},
                 "failureKind": kind.as_str(),
-                "context": context(&latest),
-            }));
+            });
+            if spent + context_bytes <= HISTORY_BYTES {
+                record["context"] = context(&latest);
+            } else {
+                record["truncated"] = true.into();
+            }
+            out.push(record);
         }
         out
     }
 }
 
+/// How many bytes (of JSON text) the outputs and contexts of one history may take: each record
+/// repeats the context its node saw, so a long run of large values would otherwise make an
+/// answer of gigabytes.
+pub const HISTORY_BYTES: usize = 8 << 20;
+
+fn json_bytes(value: &Value) -> usize {
+    serde_json::to_string(value).map_or(0, |t| t.len())
+}
+
 /// `{nodeId: latest output}`, newest first, from the oldest-first list.
-fn context(latest: &[(String, Value)]) -> Value {
+fn context(latest: &[(String, Value, usize)]) -> Value {
     let mut map = Map::new();
-    for (id, output) in latest.iter().rev() {
+    for (id, output, _) in latest.iter().rev() {
         map.insert(id.clone(), output.clone());
     }
     Value::Object(map)
@@ -131,4 +160,36 @@ fn context(latest: &[(String, Value)]) -> Value {
 
 fn round3(ms: f64) -> f64 {
     (ms * 1000.0).round() / 1000.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A loop of large outputs: the history stays within its budget, later records keep their
+    /// node and are marked `truncated`.
+    #[test]
+    fn a_history_of_large_values_is_bounded() {
+        let recorder = Recorder::new(["step".to_string()]);
+        let big = Value::String("x".repeat(1 << 20));
+        for i in 0..40u64 {
+            recorder.records.lock().unwrap().push(Raw {
+                node: "step".into(),
+                node_type: "transform",
+                start: Duration::from_millis(i),
+                duration: Duration::from_millis(1),
+                output: Some(big.clone()),
+                attempts: None,
+                failed: None,
+            });
+        }
+        let history = recorder.history(None);
+        assert_eq!(history.len(), 40);
+        let text = serde_json::to_string(&history).unwrap();
+        assert!(text.len() < HISTORY_BYTES + (1 << 20), "{}", text.len());
+        assert!(history[0]["output"].is_string());
+        assert_eq!(history[39]["truncated"], json!(true));
+        assert_eq!(history[39]["nodeId"], json!("step"));
+        assert!(history[39].get("context").is_none());
+    }
 }

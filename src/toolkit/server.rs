@@ -127,7 +127,10 @@ impl Toolkit {
                 self.draw_graph(args.get("toolName").and_then(Value::as_str))
                     .await
             }
-            "buildGraph" => self.build_graph(text("output"), context).await,
+            "buildGraph" => {
+                let static_ = args.get("static").and_then(Value::as_bool) == Some(true);
+                self.build_graph(text("output"), static_, context).await
+            }
             "lockGraph" => self.lock_graph().await,
             other => Err(Failed::new(format!("Unknown tool: {other}"))),
         }
@@ -455,11 +458,51 @@ impl Toolkit {
         Ok(json!({"mermaid": mermaid}))
     }
 
+    /// Refuses a build output that would replace the graph, its `-m` file or its lock file, or
+    /// anything but an earlier build (an executable file): a build replaces what is there.
+    fn check_output(&self, out: &std::path::Path) -> Result<(), Failed> {
+        let real = |p: &std::path::Path| -> PathBuf {
+            match (p.parent(), p.file_name()) {
+                (Some(dir), Some(name)) => std::fs::canonicalize(if dir.as_os_str().is_empty() {
+                    std::path::Path::new(".")
+                } else {
+                    dir
+                })
+                .map_or_else(|_| p.to_path_buf(), |d| d.join(name)),
+                _ => p.to_path_buf(),
+            }
+        };
+        let graph = self.inner.versions.graph_path();
+        let mut kept = vec![
+            graph.to_path_buf(),
+            mcpgraph_compiler::lock::lock_path(graph),
+        ];
+        kept.extend(self.inner.versions.mcp_path().map(PathBuf::from));
+        let target = real(out);
+        if kept.iter().any(|k| real(k) == target) {
+            return Err(Failed::new(format!(
+                "The output {} is one of the graph's own files: choose another path",
+                out.display()
+            )));
+        }
+        if let Ok(meta) = std::fs::metadata(out) {
+            use std::os::unix::fs::PermissionsExt;
+            if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
+                return Err(Failed::new(format!(
+                    "The output {} exists and is not an earlier build (an executable file): choose another path",
+                    out.display()
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// `mcpgraph build` of the current graph to `output` (relative to the graph file's
     /// directory), with cargo's progress forwarded as notifications.
     async fn build_graph(
         &self,
         output: &str,
+        static_: bool,
         context: &RequestContext<RoleServer>,
     ) -> Result<Value, Failed> {
         let loaded = self.current().await?;
@@ -470,9 +513,10 @@ impl Toolkit {
             let dir = source.parent().filter(|p| !p.as_os_str().is_empty());
             out = dir.map_or(out.clone(), |d| d.join(&out));
         }
+        self.check_output(&out)?;
         let options = crate::aot::BuildOptions {
             profile: crate::aot::Profile::Release,
-            static_: false,
+            static_,
             source: source.clone(),
             regenerate: format!("mcpgraph build {} -o {}", source.display(), out.display()),
             cache: crate::aot::cache_dir(),
@@ -515,6 +559,24 @@ impl Toolkit {
             mcp: self.inner.versions.mcp_path().map(PathBuf::from),
         };
         let path = mcpgraph_compiler::lock::lock_path(&common.file);
+        // What the graph's errors are with the lock as it is: a new lock that adds errors is
+        // rolled back, so no toolkit call leaves the graph unservable.
+        let graph_file = self.file()?;
+        let mcp_file = common.mcp.as_deref().and_then(|p| SourceFile::read(p).ok());
+        let old_text = std::fs::read_to_string(&path).ok();
+        let errors = |lock: Option<&str>| -> (Vec<(String, String)>, mcpgraph_compiler::Checked) {
+            let lock = lock.map(|t| SourceFile::new(path.display().to_string(), t));
+            let checked =
+                mcpgraph_compiler::compile_with(&graph_file, mcp_file.as_ref(), lock.as_ref());
+            let errors = checked
+                .diagnostics
+                .iter()
+                .filter(|d| d.is_error())
+                .map(|d| (d.code.as_str().to_string(), d.message.clone()))
+                .collect();
+            (errors, checked)
+        };
+        let (before, _) = errors(old_text.as_deref());
         let (done, wait) = tokio::sync::oneshot::channel();
         std::thread::spawn(move || {
             let _ = done.send(crate::cli::lock::write(&common));
@@ -523,6 +585,39 @@ impl Toolkit {
             .await
             .map_err(|_| Failed::new("mcpgraph lock stopped unexpectedly"))?;
         let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let (after, checked) = errors(Some(&text));
+        let mut old_errors = before.clone();
+        let added = after
+            .iter()
+            .any(|e| match old_errors.iter().position(|o| o == e) {
+                Some(i) => {
+                    old_errors.remove(i);
+                    false
+                }
+                None => true,
+            });
+        if added && Some(&text) != old_text.as_ref() {
+            // Put the previous lock back (or none), atomically.
+            let restored = match &old_text {
+                Some(old) => {
+                    let temp = path.with_extension("json.tmp");
+                    std::fs::write(&temp, old).and_then(|()| std::fs::rename(&temp, &path))
+                }
+                None => std::fs::remove_file(&path),
+            };
+            let diagnostics = mcpgraph_compiler::render::json_all(&checked, &graph_file);
+            let mut failed = Failed::new(format!(
+                "The live servers no longer match the graph: with their contracts the graph has errors it did not have, so {} was {}. Fix the graph (the diagnostics), then lock again",
+                path.display(),
+                if restored.is_ok() {
+                    "left as it was"
+                } else {
+                    "written, and could not be put back"
+                }
+            ));
+            failed = failed.with("diagnostics", diagnostics);
+            return Err(failed);
+        }
         let lock_file = SourceFile::new(path.display().to_string(), text);
         let servers: Map<String, Value> = mcpgraph_compiler::lock::Lock::parse(&lock_file)
             .map(|lock| {

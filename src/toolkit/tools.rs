@@ -236,7 +236,7 @@ fn specs() -> Vec<Spec> {
             name: "buildGraph",
             description: "Builds the graph into a native MCP server binary (mcpgraph build), with progress notifications while cargo runs; returns the client configuration that starts it.",
             input: object(
-                json!({"output": string("Where to write the binary")}),
+                json!({"output": string("Where to write the binary"), "static": {"type": "boolean", "description": "Link glibc statically (mcpgraph build --static)"}}),
                 &["output"],
             ),
             output: object(
@@ -284,18 +284,28 @@ pub fn check_arguments(tool: &Tool, args: &Map<String, Value>) -> Result<(), Fai
         .and_then(Value::as_array)
         .map(|r| r.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
+    // The original defaults these (`arguments || {}`, `context || {}`) rather than refusing.
+    let defaulted = |name: &str| {
+        matches!(
+            (tool.name.as_ref(), name),
+            ("runGraphTool", "arguments") | ("testJSONata" | "testJSONLogic", "context")
+        )
+    };
+    // As the original's falsy checks: null and "" are missing too.
     let missing: Vec<&str> = required
         .iter()
         .copied()
-        .filter(|name| args.get(*name).is_none_or(Value::is_null))
+        .filter(|name| !defaulted(name))
+        .filter(|name| {
+            args.get(*name)
+                .is_none_or(|v| v.is_null() || v.as_str() == Some(""))
+        })
         .collect();
     if !missing.is_empty() {
-        let message = match missing.as_slice() {
+        // The original names every required argument when any is missing.
+        let message = match required.as_slice() {
             [one] => format!("{one} is required"),
-            _ if missing.len() == required.len() => {
-                format!("{} are required", and_list(&required))
-            }
-            _ => format!("{} are required", and_list(&missing)),
+            _ => format!("{} are required", and_list(&required)),
         };
         return Err(Failed::new(message).with_error("kind", "arguments"));
     }
@@ -363,7 +373,21 @@ mod tests {
         );
         let mut half = Map::new();
         half.insert("serverName".into(), "mock".into());
-        assert_eq!(message("getMcpServerTool", &half), "toolName is required");
+        assert_eq!(
+            message("getMcpServerTool", &half),
+            "serverName and toolName are required"
+        );
+        let mut empty = Map::new();
+        empty.insert("toolName".into(), "".into());
+        assert_eq!(message("getGraphTool", &empty), "toolName is required");
+        assert_eq!(
+            message("updateGraphTool", &empty),
+            "toolName and tool are required"
+        );
+        // Defaulted as the original does.
+        let mut expression = Map::new();
+        expression.insert("expression".into(), "1".into());
+        assert!(check_arguments(&tool("testJSONata"), &expression).is_ok());
         let mut wrong = Map::new();
         wrong.insert("toolName".into(), json!(3));
         assert_eq!(message("getGraphTool", &wrong), "toolName must be a string");

@@ -71,7 +71,15 @@ pub struct Mcp {
 impl Mcp {
     /// Starts `mcpgraph ARGS` in `cwd` with extra environment, and completes the handshake.
     pub fn start(args: &[&str], cwd: &Path, env: &[(&str, &str)]) -> Mcp {
-        let mut mcp = Mcp::spawn(args, cwd, env);
+        Mcp::handshake(Mcp::spawn(args, cwd, env))
+    }
+
+    /// Starts another server program (a built server) in `cwd`, and completes the handshake.
+    pub fn start_program(program: &str, cwd: &Path) -> Mcp {
+        Mcp::handshake(Mcp::spawn_program(program, &[], cwd, &[], Stdio::null()))
+    }
+
+    fn handshake(mut mcp: Mcp) -> Mcp {
         let init = mcp.request(
             "initialize",
             json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "mcpgraph-tests", "version": "1"}}),
@@ -92,7 +100,17 @@ impl Mcp {
         env: &[(&str, &str)],
         stderr: Stdio,
     ) -> Mcp {
-        let mut cmd = Command::new(mcpgraph());
+        Mcp::spawn_program(mcpgraph(), args, cwd, env, stderr)
+    }
+
+    fn spawn_program(
+        program: &str,
+        args: &[&str],
+        cwd: &Path,
+        env: &[(&str, &str)],
+        stderr: Stdio,
+    ) -> Mcp {
+        let mut cmd = Command::new(program);
         cmd.args(args)
             .current_dir(cwd)
             .stdin(Stdio::piped())
