@@ -68,22 +68,8 @@ async fn serve(graph: PathBuf, mcp: Option<PathBuf>) -> Result<(), String> {
     tokio::pin!(waiting);
     tokio::select! {
         _ = &mut waiting => {}
-        () = signal() => token.cancel(),
+        () = mcpgraph_runtime::shutdown_signal() => token.cancel(),
     }
     let _ = tokio::time::timeout(SHUTDOWN_LIMIT, toolkit.shutdown()).await;
     Ok(())
-}
-
-async fn signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
-    }
 }

@@ -34,7 +34,7 @@ pub use executor::{Asker, Breakpoints, NodeObserver, NodeReport, Question, Refus
 pub use failure::{Failure, FailureKind, RunError};
 pub use line_transport::LineTransport;
 pub use lock::{Discovered, discover, discover_once};
-pub use serve::{ServeError, call_once, init_logging, run_stdio, serve_stdio};
+pub use serve::{ServeError, call_once, init_logging, run_stdio, serve_stdio, shutdown_signal};
 pub use server::GraphServer;
 pub use value::{to_js_json, to_json};
 pub use watch::Watch;

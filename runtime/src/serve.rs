@@ -128,7 +128,7 @@ pub async fn serve_stdio(server: GraphServer) -> Result<(), ServeError> {
     tokio::pin!(waiting);
     tokio::select! {
         _ = &mut waiting => {}
-        () = signal() => {
+        () = shutdown_signal() => {
             token.cancel();
         }
     }
@@ -138,7 +138,8 @@ pub async fn serve_stdio(server: GraphServer) -> Result<(), ServeError> {
     Ok(())
 }
 
-async fn signal() {
+/// Resolves on SIGTERM or SIGINT (Ctrl-C elsewhere): the shutdown every serving process shares.
+pub async fn shutdown_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
