@@ -63,6 +63,8 @@ pub enum TransportDecl {
     Http {
         url: Option<Sp<String>>,
         headers: Vec<(Sp<String>, Sp<String>)>,
+        /// A PEM file of CA certificates trusted for this server besides the system's roots.
+        ca_file: Option<Sp<String>>,
     },
     /// A transport we reject (SSE) or could not type; already diagnosed.
     Invalid,
@@ -300,7 +302,7 @@ const TOOL_KEYS: &[&str] = &[
     "nodes",
 ];
 const STDIO_KEYS: &[&str] = &["type", "command", "args", "env", "cwd", "timeoutMs"];
-const HTTP_KEYS: &[&str] = &["type", "url", "headers", "timeoutMs"];
+const HTTP_KEYS: &[&str] = &["type", "url", "headers", "caFile", "timeoutMs"];
 const CONDITION_KEYS: &[&str] = &["rule", "target", "next"];
 
 fn node_keys(kind: Option<NodeType>) -> &'static [&'static str] {
@@ -422,6 +424,7 @@ fn server_decl(key: &Yaml, node: &Yaml, diags: &mut Vec<Diagnostic>) -> Option<S
             headers: get(map, "headers")
                 .map(|h| string_map(h, "`headers`", diags))
                 .unwrap_or_default(),
+            ca_file: optional_str(map, "caFile", diags),
         },
         "sse" => {
             let span = get(map, "type").map_or(node.span, |t| t.span);

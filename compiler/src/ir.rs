@@ -91,6 +91,11 @@ pub enum Transport {
     Http {
         url: String,
         headers: Vec<(String, String)>,
+        /// A PEM file of CA certificates trusted besides the system's roots (`caFile`). Written
+        /// relative, it was made absolute from the directory of the file it is written in;
+        /// absent from the IR of an older mcpgraph, which had no TLS.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ca_file: Option<String>,
     },
 }
 

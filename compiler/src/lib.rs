@@ -58,6 +58,18 @@ pub fn compile_with(
     mcp_file: Option<&SourceFile>,
     lock_file: Option<&SourceFile>,
 ) -> Checked {
+    compile_from(file, &check::directory_of(&file.name), mcp_file, lock_file)
+}
+
+/// [`compile_with`] for a file whose name is not its path from the current directory (`graph!`
+/// names it relative to the crate's `Cargo.toml`): `dir` is the directory it is in, from which
+/// relative paths written in it (a server's `caFile`) are taken.
+pub fn compile_from(
+    file: &SourceFile,
+    dir: &std::path::Path,
+    mcp_file: Option<&SourceFile>,
+    lock_file: Option<&SourceFile>,
+) -> Checked {
     let mut diagnostics = Vec::new();
     let extra_servers = mcp_file
         .map(|m| mcp_servers(m, &mut diagnostics))
@@ -72,7 +84,8 @@ pub fn compile_with(
     let mut file_diags = Vec::new();
     let graph = match yaml::parse(&file.text) {
         Ok(tree) => {
-            let typed = ast::build(&tree, &mut file_diags);
+            let mut typed = ast::build(&tree, &mut file_diags);
+            check::anchor_paths(&mut typed.servers, dir);
             check::check(
                 &typed,
                 &file.text,
@@ -138,7 +151,8 @@ fn mcp_servers(file: &SourceFile, diagnostics: &mut Vec<Diagnostic>) -> Vec<ast:
         return Vec::new();
     };
     let mut inner = Vec::new();
-    let decls = ast::servers_map(servers, "mcpServers", &mut inner);
+    let mut decls = ast::servers_map(servers, "mcpServers", &mut inner);
+    check::anchor_paths(&mut decls, &check::directory_of(&file.name));
     for d in inner.into_iter().filter(Diagnostic::is_error) {
         // A reserved name keeps its own code; other problems are "the file cannot be used".
         diagnostics.push(if d.code == Code::E0612 {

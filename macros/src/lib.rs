@@ -3,7 +3,7 @@
 
 use mcpgraph_compiler::codegen::{self, ToolOutline};
 use mcpgraph_compiler::render::{self, Style};
-use mcpgraph_compiler::{SourceFile, ast, compile_with, yaml};
+use mcpgraph_compiler::{SourceFile, ast, compile_from, yaml};
 use proc_macro::TokenStream;
 
 /// Expands to `struct Graph` (with `Graph::new()`, one `async fn` per tool taking its typed
@@ -35,7 +35,9 @@ pub fn graph(input: TokenStream) -> TokenStream {
             return codegen::graph_error(&message, &outline(&file)).into();
         }
     };
-    let checked = compile_with(&file, None, lock.as_ref());
+    // A relative `caFile` is taken from the graph's directory, not from where rustc runs.
+    let dir = path.parent().unwrap_or(std::path::Path::new("."));
+    let checked = compile_from(&file, dir, None, lock.as_ref());
     let Some(graph) = &checked.graph else {
         let rendered = render::human_all(&checked, &file, Style::PLAIN);
         return codegen::graph_error(

@@ -8,6 +8,8 @@
 //! lock once, on its first connection, after the first call there has its answer: drift is a
 //! warning in the log, never a failure or a delay.
 
+mod tls;
+
 use crate::child::ChildProcess;
 use crate::envsubst::{expand_env, redact};
 use crate::failure::{Failure, FailureKind};
@@ -338,8 +340,21 @@ pub(crate) async fn start(server: &Server) -> Result<Connection, Failure> {
                 stderr: log,
             })
         }
-        Transport::Http { url, headers } => {
+        Transport::Http {
+            url,
+            headers,
+            ca_file,
+        } => {
             use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+            let ca_file = ca_file.as_deref().map(expand_env);
+            let client = tls::http_client(ca_file.as_deref().map(std::path::Path::new)).map_err(
+                |reason| {
+                    failed(format!(
+                        "MCP client initialization failed: server `{}`: {reason}",
+                        server.name
+                    ))
+                },
+            )?;
             let mut custom = std::collections::HashMap::new();
             for (name, value) in headers {
                 let name = http::HeaderName::try_from(name.as_str()).map_err(|_| {
@@ -356,7 +371,7 @@ pub(crate) async fn start(server: &Server) -> Result<Connection, Failure> {
             }
             let config = StreamableHttpClientTransportConfig::with_uri(expand_env(url))
                 .custom_headers(custom);
-            let transport = StreamableHttpClientTransport::from_config(config);
+            let transport = StreamableHttpClientTransport::with_client(client, config);
             let reason = http_reason_of(&transport);
             let service =
                 match tokio::time::timeout(timeout, client_info(server).serve(transport)).await {
@@ -499,8 +514,7 @@ fn init_reason(error: &ClientInitializeError) -> String {
     }
 }
 
-/// [`http_reason`] for the HTTP client the transport was built with (rmcp's reqwest client,
-/// whose type this crate cannot name: reqwest is no dependency of ours).
+/// [`http_reason`] for the HTTP client the transport was built with, whatever its type.
 fn http_reason_of<C: StreamableHttpClient>(
     _transport: &StreamableHttpClientTransport<C>,
 ) -> fn(&ClientInitializeError) -> String {
@@ -554,12 +568,19 @@ fn http_error_reason<E: std::error::Error + Send + Sync + 'static>(
 }
 
 /// The innermost cause of a transport error (the operating system's "Connection refused",
-/// an HTTP status): outer layers add type names and the URL.
+/// an HTTP status, a certificate the TLS handshake refused): outer layers add type names and
+/// the URL.
 fn chain_reason(error: &(dyn std::error::Error + 'static)) -> String {
     let mut current = error;
     loop {
+        if let Some(tls) = current.downcast_ref::<rustls::Error>() {
+            return tls::tls_reason(tls);
+        }
         if let Some(io) = current.downcast_ref::<std::io::Error>() {
-            return io_reason(io);
+            return match tls::wrapped(io) {
+                Some(tls) => tls::tls_reason(tls),
+                None => io_reason(io),
+            };
         }
         match current.source() {
             Some(next) => current = next,

@@ -13,7 +13,7 @@ mod servers;
 mod structure;
 mod types;
 
-pub use servers::{secret_headers, servers};
+pub use servers::{anchor_paths, directory_of, secret_headers, servers};
 
 use crate::ast::{GraphFile, ServerDecl, ToolDecl};
 use crate::diagnostics::{Diagnostic, LineIndex, Span, did_you_mean};

@@ -1,10 +1,11 @@
 //! The servers a graph may call: its own, then an MCP file's; literal secrets in their
-//! configuration (headers, URLs, `env`, `args`).
+//! configuration (headers, URLs, `env`, `args`); relative `caFile` paths anchored to their file.
 
 use crate::ast::{ServerDecl, TransportDecl};
 use crate::diagnostics::Diagnostic;
 use crate::ir::{self, Server, Transport};
 use std::collections::HashSet;
+use std::path::{Path, PathBuf};
 
 /// The servers of the graph file, then those of the MCP file whose names the graph does not use.
 pub fn servers(
@@ -42,7 +43,11 @@ pub fn servers(
                     cwd: cwd.as_ref().map(|c| c.value.clone()),
                 }
             }
-            TransportDecl::Http { url, headers } => {
+            TransportDecl::Http {
+                url,
+                headers,
+                ca_file,
+            } => {
                 // The MCP file's servers are linted by the caller, which knows that file.
                 if !external {
                     diags.extend(secret_headers(std::slice::from_ref(decl)));
@@ -54,6 +59,7 @@ pub fn servers(
                         .iter()
                         .map(|(k, v)| (k.value.clone(), v.value.clone()))
                         .collect(),
+                    ca_file: ca_file.as_ref().map(|c| c.value.clone()),
                 }
             }
             TransportDecl::Invalid => continue,
@@ -72,6 +78,33 @@ pub fn servers(
     out
 }
 
+/// The absolute directory of the file named `name` (a path from the current directory).
+pub fn directory_of(name: &str) -> PathBuf {
+    let parent = Path::new(name)
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::path::absolute(parent).unwrap_or_else(|_| parent.to_path_buf())
+}
+
+/// Makes each relative `caFile` of `decls` absolute from `dir`, the directory of the file it is
+/// written in: the file is read at run time, by a process whose current directory is the MCP
+/// client's choice, or by a built server that has left the build's directory. A path that
+/// begins with `${` is taken as written (the variable decides where it points).
+pub fn anchor_paths(decls: &mut [ServerDecl], dir: &Path) {
+    for decl in decls {
+        if let TransportDecl::Http {
+            ca_file: Some(ca_file),
+            ..
+        } = &mut decl.transport
+            && !ca_file.value.starts_with("${")
+            && Path::new(&ca_file.value).is_relative()
+        {
+            ca_file.value = dir.join(&ca_file.value).to_string_lossy().into_owned();
+        }
+    }
+}
+
 /// W0102 for every literal value of `decls` that looks like a secret: a header such as
 /// `Authorization`, `Proxy-Authorization`, `Cookie` or `X-Api-Key`; credentials or a key-like
 /// query parameter in a URL; a key-like `env` variable; a key-like `args` flag and its value.
@@ -80,7 +113,7 @@ pub fn secret_headers(decls: &[ServerDecl]) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     for decl in decls {
         match &decl.transport {
-            TransportDecl::Http { headers, url } => {
+            TransportDecl::Http { headers, url, .. } => {
                 for (name, value) in headers {
                     if secret_header_name(&name.value) && is_literal(&value.value) {
                         out.push(Diagnostic::secret_header(value.span, &name.value));
