@@ -1,0 +1,798 @@
+//! `mcpgraph serve --http` as real clients see it: the Python `mcp` client in every protocol
+//! mode (progress before the result, cancellation that stops the run), the security defaults
+//! through raw HTTP/1.1 requests, what operators read (`/metrics`, JSON call logs), and the
+//! SIGTERM drain.
+
+mod common;
+
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long anything a test waits for may take before the test fails.
+const DEADLINE: Duration = Duration::from_secs(10);
+
+fn http_graph() -> PathBuf {
+    common::root().join("tests/http/http.yaml")
+}
+
+fn mock() -> PathBuf {
+    common::shared_dir().join("tools/mock-mcp-server.py")
+}
+
+fn python() -> PathBuf {
+    let python = common::root().join("target/test-venv/bin/python");
+    assert!(
+        python.exists(),
+        "run scripts/test-setup first: {} is missing",
+        python.display()
+    );
+    python
+}
+
+/// A file under the temp dir for this test alone (removed first).
+fn temp_file(name: &str) -> PathBuf {
+    let path = std::env::temp_dir().join(format!("mcpgraph-http-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    path
+}
+
+/// Polls `ready` until it is true; fails the test with `what` after [`DEADLINE`].
+fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {
+    let deadline = Instant::now() + DEADLINE;
+    while !ready() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A `mcpgraph serve` process; killed when dropped, so a failing test leaves nothing running.
+struct Server {
+    child: Child,
+    /// Every line written to stderr so far.
+    stderr: Arc<Mutex<Vec<String>>>,
+    port: u16,
+}
+
+impl Server {
+    /// Starts `mcpgraph serve ARGS` (which should include `--http 127.0.0.1:0`) and waits for
+    /// the line naming the address.
+    fn start(args: &[&str], env: &[(&str, &str)]) -> Server {
+        let mut server = Server::spawn(args, env);
+        let mut port = None;
+        wait_until("the server's address line", || {
+            port = server.lines().iter().find_map(|line| {
+                let rest = line.strip_prefix("mcpgraph: serving ")?;
+                let (_, address) = rest.split_once(" at http://127.0.0.1:")?;
+                address.split_once("/mcp")?.0.parse().ok()
+            });
+            if port.is_none()
+                && let Ok(Some(status)) = server.child.try_wait()
+            {
+                panic!("serve exited ({status}) before serving:\n{}", server.text());
+            }
+            port.is_some()
+        });
+        server.port = port.unwrap_or_default();
+        server
+    }
+
+    /// Starts `mcpgraph serve ARGS` without waiting for anything.
+    fn spawn(args: &[&str], env: &[(&str, &str)]) -> Server {
+        let mut command = Command::new(common::mcpgraph());
+        command
+            .arg("serve")
+            .args(args)
+            .current_dir(common::root())
+            .env("MCPGRAPH_MOCK", mock())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        let mut child = command.spawn().expect("mcpgraph starts");
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let pipe = child.stderr.take().expect("piped stderr");
+        let lines = stderr.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines() {
+                let Ok(line) = line else { break };
+                lines.lock().unwrap().push(line);
+            }
+        });
+        Server {
+            child,
+            stderr,
+            port: 0,
+        }
+    }
+
+    fn lines(&self) -> Vec<String> {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    fn text(&self) -> String {
+        self.lines().join("\n")
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/mcp", self.port)
+    }
+
+    /// The process's exit status, once it exits within `limit`.
+    fn wait_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn terminate(&self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "kill -TERM failed");
+    }
+
+    /// `/metrics`' body (without a token).
+    fn metrics(&self) -> String {
+        let response = get(self.port, "/metrics", &[]);
+        assert_eq!(response.status, 200, "{response:?}");
+        response.body
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An HTTP response as raw HTTP/1.1 sees it.
+#[derive(Debug)]
+struct Response {
+    status: u16,
+    /// Names in lower case.
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Response {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Sends one request (`Connection: close`) and reads the whole response. `headers` are added
+/// as given; a `Host` header is added unless one is given.
+fn request(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Response {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connects");
+    stream.set_read_timeout(Some(DEADLINE)).unwrap();
+    let mut head = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
+    if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("host")) {
+        head.push_str(&format!("Host: 127.0.0.1:{port}\r\n"));
+    }
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
+    stream.write_all(head.as_bytes()).unwrap();
+    // A server may answer (413) before it has read a large body, and close: that is fine.
+    let _ = stream.write_all(body.as_bytes());
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw);
+    parse_response(&raw)
+}
+
+fn parse_response(raw: &[u8]) -> Response {
+    let text = String::from_utf8_lossy(raw);
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("no HTTP response: {text:?}"));
+    let mut lines = head.split("\r\n");
+    let status = lines
+        .next()
+        .and_then(|line| line.split(' ').nth(1))
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("no status line: {head}"));
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|line| line.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    let chunked = headers
+        .iter()
+        .any(|(n, v)| n == "transfer-encoding" && v.contains("chunked"));
+    let body = if chunked {
+        dechunk(body)
+    } else {
+        body.to_string()
+    };
+    Response {
+        status,
+        headers,
+        body,
+    }
+}
+
+fn dechunk(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let Ok(size) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if size == 0 || rest.len() < size {
+            break;
+        }
+        out.push_str(&rest[..size]);
+        body = rest[size..].strip_prefix("\r\n").unwrap_or(&rest[size..]);
+    }
+    out
+}
+
+fn get(port: u16, path: &str, headers: &[(&str, &str)]) -> Response {
+    request(port, "GET", path, headers, "")
+}
+
+/// A 2025-era `tools/call` POSTed to `/mcp` (stateless serving needs no initialize first).
+fn post_call(port: u16, tool: &str, arguments: Value, headers: &[(&str, &str)]) -> Response {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": tool, "arguments": arguments}});
+    let mut all = vec![
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+    ];
+    all.extend_from_slice(headers);
+    request(port, "POST", "/mcp", &all, &body.to_string())
+}
+
+/// The JSON-RPC message in a response to [`post_call`] (an SSE `data:` line).
+fn rpc_message(response: &Response) -> Value {
+    let data = response
+        .body
+        .lines()
+        .find_map(|line| line.strip_prefix("data:"))
+        .unwrap_or_else(|| panic!("no SSE data in {response:?}"));
+    serde_json::from_str(data.trim()).expect("JSON-RPC message")
+}
+
+/// The value of the metric line `series` (name and labels exactly as rendered), if present.
+fn metric(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|value| value.trim().parse().ok())
+}
+
+/// Runs tests/support/http_client.py with `args` and returns its JSON report.
+fn python_client(args: &[&str], env: &[(&str, &str)]) -> Value {
+    let output = python_command(args, env).output().expect("python runs");
+    report(output)
+}
+
+fn python_command(args: &[&str], env: &[(&str, &str)]) -> Command {
+    let mut command = Command::new(python());
+    command
+        .arg(common::root().join("tests/support/http_client.py"))
+        .args(args)
+        .stdin(Stdio::null());
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    command
+}
+
+fn report(output: std::process::Output) -> Value {
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "python client failed:\n{stdout}\n{stderr}"
+    );
+    serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("python client printed no report ({e}):\n{stdout}\n{stderr}"))
+}
+
+fn mock_log_lines(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect()
+}
+
+/// One mode of the Python client: the tools listed, `sum_to_n` answered with every progress
+/// notification before the result, and a cancelled `nap` whose run the server stops (the
+/// downstream server is told, the call is counted cancelled, nothing is left in flight).
+fn python_client_tour(mode: &str, expected_protocol: &str) {
+    let log = temp_file(&format!("mock-{mode}.log"));
+    let log_text = log.to_string_lossy().into_owned();
+    let looping = Server::start(
+        &[
+            &common::root().join("examples/loop.yaml").to_string_lossy(),
+            "--http",
+            "127.0.0.1:0",
+        ],
+        &[],
+    );
+    let slow = Server::start(
+        &[&http_graph().to_string_lossy(), "--http", "127.0.0.1:0"],
+        &[("MCPGRAPH_MOCK_LOG", &log_text)],
+    );
+    let report = python_client(&["tour", mode, &looping.url(), &slow.url(), &log_text], &[]);
+
+    assert_eq!(report["protocol"], expected_protocol, "{report}");
+    assert_eq!(report["tools"], json!(["sum_to_n"]), "{report}");
+    let events = report["events"].as_array().expect("events");
+    let (result, progress) = events.split_last().expect("at least the result");
+    assert_eq!(
+        result,
+        &json!({"result": {"sum": 5050}, "is_error": false}),
+        "the result comes last: {report}"
+    );
+    // loop.yaml runs 2n+3 nodes for n, one notification each, all before the result.
+    assert_eq!(progress.len(), 2 * 100 + 3, "{report}");
+    for (i, event) in progress.iter().enumerate() {
+        assert_eq!(event["progress"], json!(i as f64 + 1.0), "{report}");
+    }
+    assert_eq!(progress[0]["message"], "entry_sum (entry)");
+
+    let cancel = &report["cancel"];
+    assert_eq!(cancel["finished"], false, "{report}");
+    assert!(cancel["seconds"].as_f64().unwrap() < 5.0, "{report}");
+    wait_until("the mock server to be told of the cancellation", || {
+        mock_log_lines(&log)
+            .iter()
+            .any(|m| m["method"] == "notifications/cancelled")
+    });
+    wait_until("the call to be counted cancelled", || {
+        let text = slow.metrics();
+        metric(
+            &text,
+            "mcpgraph_call_failures_total{tool=\"nap\",kind=\"cancelled\"}",
+        ) == Some(1.0)
+            && metric(&text, "mcpgraph_calls_in_flight") == Some(0.0)
+    });
+    let _ = std::fs::remove_file(&log);
+}
+
+#[test]
+fn python_client_auto_mode() {
+    python_client_tour("auto", "2026-07-28");
+}
+
+#[test]
+fn python_client_2026_07_28_mode() {
+    python_client_tour("2026-07-28", "2026-07-28");
+}
+
+#[test]
+fn python_client_legacy_mode() {
+    python_client_tour("legacy", "2025-11-25");
+}
+
+#[test]
+fn bearer_token_guards_mcp_and_metrics_but_not_health() {
+    let token = "s3cret-http-token";
+    let server = Server::start(
+        &[
+            &http_graph().to_string_lossy(),
+            "--http",
+            "127.0.0.1:0",
+            "--auth-token-env",
+            "MCPGRAPH_HTTP_TEST_TOKEN",
+        ],
+        &[("MCPGRAPH_HTTP_TEST_TOKEN", token)],
+    );
+    let port = server.port;
+    let missing = post_call(port, "double", json!({"x": 4}), &[]);
+    assert_eq!(missing.status, 401, "{missing:?}");
+    assert_eq!(
+        missing.header("www-authenticate"),
+        Some("Bearer realm=\"mcpgraph\"")
+    );
+    let wrong = post_call(
+        port,
+        "double",
+        json!({"x": 4}),
+        &[("Authorization", "Bearer not-the-token")],
+    );
+    assert_eq!(wrong.status, 401, "{wrong:?}");
+    assert!(
+        wrong
+            .header("www-authenticate")
+            .is_some_and(|v| v.contains("error=\"invalid_token\"")),
+        "{wrong:?}"
+    );
+    let bearer = format!("Bearer {token}");
+    let right = post_call(
+        port,
+        "double",
+        json!({"x": 4}),
+        &[("Authorization", &bearer)],
+    );
+    assert_eq!(right.status, 200, "{right:?}");
+    assert_eq!(
+        rpc_message(&right)["result"]["structuredContent"],
+        json!({"doubled": 8})
+    );
+
+    assert_eq!(get(port, "/metrics", &[]).status, 401);
+    let metrics = get(port, "/metrics", &[("Authorization", &bearer)]);
+    assert_eq!(metrics.status, 200, "{metrics:?}");
+    assert!(metrics.body.contains("mcpgraph_calls_in_flight"));
+    assert_eq!(get(port, "/healthz", &[]).status, 200);
+    assert_eq!(get(port, "/readyz", &[]).status, 200);
+
+    // The Python client with the header: the call works; with a wrong token it does not.
+    let url = server.url();
+    let args = ["call", "auto", &url, "double", "{\"x\": 21}"];
+    let ok = python_client(&args, &[("MCPGRAPH_TEST_TOKEN", token)]);
+    assert_eq!(ok["result"], json!({"doubled": 42}), "{ok}");
+    let refused = python_client(&args, &[("MCPGRAPH_TEST_TOKEN", "wrong")]);
+    assert!(
+        refused["error"].is_string() && refused.get("result").is_none(),
+        "{refused}"
+    );
+}
+
+#[test]
+fn foreign_origins_are_refused_unless_allowed() {
+    let server = Server::start(
+        &[
+            &http_graph().to_string_lossy(),
+            "--http",
+            "127.0.0.1:0",
+            "--allowed-origin",
+            "http://app.example.com:3000",
+        ],
+        &[],
+    );
+    let port = server.port;
+    let evil = post_call(
+        port,
+        "double",
+        json!({"x": 1}),
+        &[("Origin", "http://evil.example.com")],
+    );
+    assert_eq!(evil.status, 403, "{evil:?}");
+    let allowed = post_call(
+        port,
+        "double",
+        json!({"x": 1}),
+        &[("Origin", "http://app.example.com:3000")],
+    );
+    assert_eq!(allowed.status, 200, "{allowed:?}");
+    assert_eq!(
+        rpc_message(&allowed)["result"]["structuredContent"],
+        json!({"doubled": 2})
+    );
+    let none = post_call(port, "double", json!({"x": 1}), &[]);
+    assert_eq!(none.status, 200, "{none:?}");
+}
+
+#[test]
+fn foreign_hosts_are_refused_unless_allowed() {
+    let server = Server::start(
+        &[
+            &http_graph().to_string_lossy(),
+            "--http",
+            "127.0.0.1:0",
+            "--allowed-host",
+            "mcp.example.com",
+        ],
+        &[],
+    );
+    let port = server.port;
+    let evil = post_call(
+        port,
+        "double",
+        json!({"x": 1}),
+        &[("Host", "evil.example.com")],
+    );
+    assert_eq!(evil.status, 403, "{evil:?}");
+    let allowed = post_call(
+        port,
+        "double",
+        json!({"x": 1}),
+        &[("Host", "mcp.example.com")],
+    );
+    assert_eq!(allowed.status, 200, "{allowed:?}");
+    assert_eq!(
+        rpc_message(&allowed)["result"]["structuredContent"],
+        json!({"doubled": 2})
+    );
+}
+
+#[test]
+fn off_loopback_needs_a_token_or_an_explicit_waiver() {
+    let graph = http_graph().to_string_lossy().into_owned();
+    let mut refused = Server::spawn(&[&graph, "--http", "0.0.0.0:0"], &[]);
+    let status = refused.wait_exit(DEADLINE).expect("serve exits");
+    assert_eq!(status.code(), Some(1), "{}", refused.text());
+    wait_until("the refusal on stderr", || {
+        let text = refused.text();
+        text.contains("refusing to serve on 0.0.0.0:") && text.contains("without a token")
+    });
+
+    let mut open = Server::spawn(
+        &[&graph, "--http", "0.0.0.0:0", "--allow-unauthenticated"],
+        &[],
+    );
+    let mut port = None;
+    wait_until("the open server's address line", || {
+        port = open.lines().iter().find_map(|line| {
+            let (_, address) = line.split_once(" at http://0.0.0.0:")?;
+            address.split_once("/mcp")?.0.parse::<u16>().ok()
+        });
+        assert!(matches!(open.child.try_wait(), Ok(None)), "{}", open.text());
+        port.is_some()
+    });
+    open.port = port.unwrap();
+    let answer = post_call(open.port, "double", json!({"x": 5}), &[]);
+    assert_eq!(
+        rpc_message(&answer)["result"]["structuredContent"],
+        json!({"doubled": 10})
+    );
+}
+
+#[test]
+fn an_unset_token_variable_is_a_usage_error() {
+    assert!(std::env::var_os("MCPGRAPH_HTTP_TEST_UNSET_VAR").is_none());
+    let mut server = Server::spawn(
+        &[
+            &http_graph().to_string_lossy(),
+            "--http",
+            "127.0.0.1:0",
+            "--auth-token-env",
+            "MCPGRAPH_HTTP_TEST_UNSET_VAR",
+        ],
+        &[],
+    );
+    let status = server.wait_exit(DEADLINE).expect("serve exits");
+    assert_eq!(status.code(), Some(2), "{}", server.text());
+    wait_until("the message naming the variable", || {
+        server.text().contains("MCPGRAPH_HTTP_TEST_UNSET_VAR")
+    });
+}
+
+#[test]
+fn bodies_over_the_limit_are_refused() {
+    let server = Server::start(
+        &[
+            &http_graph().to_string_lossy(),
+            "--http",
+            "127.0.0.1:0",
+            "--max-body",
+            "1000",
+        ],
+        &[],
+    );
+    let padding = "x".repeat(5000);
+    let large = post_call(server.port, "double", json!({"x": 1, "pad": padding}), &[]);
+    assert_eq!(large.status, 413, "{large:?}");
+    let small = post_call(server.port, "double", json!({"x": 1}), &[]);
+    assert_eq!(small.status, 200, "{small:?}");
+}
+
+#[test]
+fn readyz_reports_whether_the_graph_checks() {
+    let good = Server::start(
+        &[&http_graph().to_string_lossy(), "--http", "127.0.0.1:0"],
+        &[],
+    );
+    let ready = get(good.port, "/readyz", &[]);
+    assert_eq!(ready.status, 200, "{ready:?}");
+    let broken = Server::start(
+        &[
+            &common::root()
+                .join("tests/http/broken.yaml")
+                .to_string_lossy(),
+            "--http",
+            "127.0.0.1:0",
+        ],
+        &[],
+    );
+    let not_ready = get(broken.port, "/readyz", &[]);
+    assert_eq!(not_ready.status, 503, "{not_ready:?}");
+    assert_eq!(get(broken.port, "/healthz", &[]).status, 200);
+}
+
+#[test]
+fn metrics_and_json_logs_show_each_call() {
+    let server = Server::start(
+        &[
+            &http_graph().to_string_lossy(),
+            "--http",
+            "127.0.0.1:0",
+            "--log-format",
+            "json",
+        ],
+        &[],
+    );
+    let ok = post_call(server.port, "double", json!({"x": 2}), &[]);
+    assert_eq!(
+        rpc_message(&ok)["result"]["structuredContent"],
+        json!({"doubled": 4})
+    );
+    let failed = post_call(server.port, "boom", json!({}), &[]);
+    let failed = rpc_message(&failed);
+    assert_eq!(failed["result"]["isError"], true, "{failed}");
+    assert!(
+        failed["result"]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("boom")),
+        "{failed}"
+    );
+
+    let text = server.metrics();
+    assert_eq!(
+        metric(
+            &text,
+            "mcpgraph_calls_total{tool=\"double\",outcome=\"ok\"}"
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        metric(
+            &text,
+            "mcpgraph_call_failures_total{tool=\"boom\",kind=\"expression\"}"
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        metric(
+            &text,
+            "mcpgraph_call_duration_seconds_bucket{tool=\"double\",le=\"+Inf\"}"
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        metric(&text, "mcpgraph_calls_in_flight"),
+        Some(0.0),
+        "{text}"
+    );
+
+    let mut calls: Vec<Value> = Vec::new();
+    wait_until("two JSON call log lines", || {
+        calls = server
+            .lines()
+            .iter()
+            .filter(|line| line.starts_with('{'))
+            .map(|line| {
+                serde_json::from_str::<Value>(line)
+                    .unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+            })
+            .filter(|v| v["target"] == "mcpgraph::call")
+            .collect();
+        calls.len() == 2
+    });
+    let duration = |call: &Value| -> f64 {
+        // A number, or the number as a string (the log writes it with fixed decimals).
+        match &call["duration_ms"] {
+            Value::Number(n) => n.as_f64().unwrap(),
+            Value::String(s) => s.parse().unwrap_or_else(|_| panic!("{call}")),
+            _ => panic!("no duration_ms: {call}"),
+        }
+    };
+    let double = calls
+        .iter()
+        .find(|c| c["tool"] == "double")
+        .expect("double");
+    assert_eq!(double["outcome"], "ok", "{double}");
+    assert!(duration(double) >= 0.0);
+    assert!(double.get("failure_kind").is_none(), "{double}");
+    let boom = calls.iter().find(|c| c["tool"] == "boom").expect("boom");
+    assert_eq!(boom["outcome"], "error", "{boom}");
+    assert_eq!(boom["failure_kind"], "expression", "{boom}");
+    assert!(duration(boom) >= 0.0);
+}
+
+/// Starts the Python client calling `nap` with `ms` in the background, and waits until the
+/// server has the call in flight.
+fn nap_in_flight(server: &Server, ms: u64, deadline_seconds: &str) -> Child {
+    let url = server.url();
+    let arguments = json!({"ms": ms}).to_string();
+    let client = python_command(
+        &["call", "2026-07-28", &url, "nap", &arguments],
+        &[("MCPGRAPH_TEST_DEADLINE", deadline_seconds)],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("python runs");
+    wait_until("the call to be in flight", || {
+        metric(&server.metrics(), "mcpgraph_calls_in_flight") == Some(1.0)
+    });
+    client
+}
+
+/// Kills a background client if the test fails before it is waited for.
+struct Reap(Option<Child>);
+
+impl Drop for Reap {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+#[test]
+fn sigterm_lets_calls_in_flight_finish() {
+    let mut server = Server::start(
+        &[&http_graph().to_string_lossy(), "--http", "127.0.0.1:0"],
+        &[],
+    );
+    let mut client = Reap(Some(nap_in_flight(&server, 1000, "8")));
+    server.terminate();
+    let port = server.port;
+    wait_until("new connections to be refused", || {
+        TcpStream::connect(("127.0.0.1", port)).is_err()
+    });
+    assert!(
+        matches!(client.0.as_mut().unwrap().try_wait(), Ok(None)),
+        "the call ended before the listener closed"
+    );
+    let output = client.0.take().unwrap().wait_with_output().unwrap();
+    let report = report(output);
+    assert_eq!(report["result"], json!({"napped": 1000}), "{report}");
+    let status = server.wait_exit(DEADLINE).expect("serve exits");
+    assert!(status.success(), "{status}\n{}", server.text());
+}
+
+#[test]
+fn the_drain_timeout_cancels_what_is_left() {
+    let mut server = Server::start(
+        &[
+            &http_graph().to_string_lossy(),
+            "--http",
+            "127.0.0.1:0",
+            "--drain-timeout",
+            "0.2",
+        ],
+        &[],
+    );
+    let mut client = Reap(Some(nap_in_flight(&server, 10_000, "8")));
+    let signalled = Instant::now();
+    server.terminate();
+    let status = server
+        .wait_exit(Duration::from_secs(5))
+        .expect("serve exits within 5 s of SIGTERM");
+    assert!(status.success(), "{status}\n{}", server.text());
+    assert!(signalled.elapsed() < Duration::from_secs(5));
+    let output = client.0.take().unwrap().wait_with_output().unwrap();
+    let report = report(output);
+    assert!(
+        report.get("result").is_none() && report["error"].is_string(),
+        "the client should see the call fail: {report}"
+    );
+    assert!(
+        !report["error"].as_str().unwrap().contains("TimeoutError"),
+        "the client was never answered: {report}"
+    );
+    let log = server.text();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("tool=nap") && l.contains("failure_kind=\"cancelled\"")),
+        "{log}"
+    );
+}
