@@ -1,0 +1,494 @@
+//! Serving over streamable HTTP (docs/http.md): rmcp's `StreamableHttpService` mounted in axum,
+//! stateless for every protocol era, so any replica behind a round-robin proxy answers any
+//! request. Secure by default: a loopback bind, the Host allowlist, Origin validation, a bearer
+//! token (required off loopback unless waived), a body limit. `/healthz`, `/readyz` and
+//! `/metrics` for operators; SIGTERM drains the calls in flight before the process exits.
+
+use crate::serve::{LogFormat, ServeError, init_logging_as, shutdown_signal};
+use crate::server::GraphServer;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, Request, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Where `--http` listens when no address is given.
+pub const DEFAULT_ADDR: &str = "127.0.0.1:8080";
+/// The MCP endpoint's path.
+pub const ENDPOINT: &str = "/mcp";
+/// The largest request body taken by default (rmcp's own default).
+pub const DEFAULT_MAX_BODY: usize = 4 * 1024 * 1024;
+/// How long a shutdown waits for calls in flight by default.
+pub const DEFAULT_DRAIN: Duration = Duration::from_secs(30);
+/// How often an idle SSE stream gets a comment: also how soon a closed stream is noticed, and
+/// so how soon its run is cancelled.
+const KEEP_ALIVE: Duration = Duration::from_secs(5);
+/// How long answers get to be written once their calls have ended, before the streams still
+/// open are cut.
+const ANSWER_GRACE: Duration = Duration::from_millis(500);
+/// Once the drain has ended, the most the open connections get to close.
+const CLOSE_LIMIT: Duration = Duration::from_secs(5);
+/// The most the downstream servers get to close.
+const SHUTDOWN_LIMIT: Duration = Duration::from_secs(8);
+
+/// How a graph is served over HTTP: the same for `mcpgraph serve --http`, built servers'
+/// `--http` and `graph!`'s `serve_http`.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct HttpOptions {
+    /// `host:port` to listen on; port 0 picks a free one (the address is printed).
+    pub addr: String,
+    /// More names (or `name:port`) the `Host` header may carry: a proxy's public name.
+    pub allowed_hosts: Vec<String>,
+    /// Browser origins allowed to call (`https://app.example.com`); any other `Origin` is refused.
+    pub allowed_origins: Vec<String>,
+    /// The bearer token every request to `/mcp` and `/metrics` must carry.
+    pub auth_token: Option<String>,
+    /// Serve off loopback without a token: the user said so explicitly.
+    pub allow_unauthenticated: bool,
+    pub max_body_bytes: usize,
+    /// How long SIGTERM waits for calls in flight before cancelling them.
+    pub drain_timeout: Duration,
+    /// Legacy-era (2025) clients get sessions (`Mcp-Session-Id`), for one replica: they can
+    /// then be asked questions and told of new versions, but a round-robin proxy breaks them.
+    pub sessions: bool,
+    pub log_format: LogFormat,
+}
+
+impl Default for HttpOptions {
+    fn default() -> HttpOptions {
+        HttpOptions {
+            addr: DEFAULT_ADDR.to_string(),
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
+            auth_token: None,
+            allow_unauthenticated: false,
+            max_body_bytes: DEFAULT_MAX_BODY,
+            drain_timeout: DEFAULT_DRAIN,
+            sessions: false,
+            log_format: LogFormat::Text,
+        }
+    }
+}
+
+/// The options' help, as the CLI and built servers print it.
+pub const HTTP_USAGE: &str = "      --http [ADDR]            Serve streamable HTTP at ADDR (default 127.0.0.1:8080), endpoint /mcp
+      --allowed-host NAME      Also accept this Host header (a proxy's public name); repeatable
+      --allowed-origin ORIGIN  Accept browser requests from this Origin; repeatable
+      --auth-token-env VAR     Require `Authorization: Bearer <token>`, the token read from $VAR
+      --allow-unauthenticated  Serve off loopback without a token
+      --max-body BYTES         Largest request body (default 4194304)
+      --drain-timeout SECS     How long SIGTERM waits for calls in flight (default 30)
+      --sessions               Sessions for 2025-era clients (one replica only)
+      --log-format FORMAT      text or json (one line per call at info)
+";
+
+impl HttpOptions {
+    /// Takes one of the HTTP flags from a hand-parsed command line (built servers): `Ok(true)`
+    /// when `arg` was one (its value taken from `rest`), `Ok(false)` when it is not an HTTP flag.
+    /// `--http`'s address is optional: a next argument that does not start with `-` is it.
+    pub fn take_arg(
+        &mut self,
+        arg: &str,
+        rest: &mut std::iter::Peekable<impl Iterator<Item = String>>,
+        http: &mut bool,
+    ) -> Result<bool, String> {
+        let mut value = |name: &str| rest.next().ok_or_else(|| format!("{name} needs a value"));
+        match arg {
+            "--http" => {
+                *http = true;
+                if let Some(next) = rest.next_if(|a| !a.starts_with('-')) {
+                    self.addr = next;
+                }
+            }
+            "--allowed-host" => self.allowed_hosts.push(value(arg)?),
+            "--allowed-origin" => self.allowed_origins.push(value(arg)?),
+            "--auth-token-env" => {
+                let var = value(arg)?;
+                self.auth_token = Some(token_from_env(&var)?);
+            }
+            "--allow-unauthenticated" => self.allow_unauthenticated = true,
+            "--max-body" => {
+                self.max_body_bytes = value(arg)?
+                    .parse()
+                    .map_err(|_| "--max-body needs a number of bytes".to_string())?;
+            }
+            "--drain-timeout" => {
+                let secs: f64 = value(arg)?
+                    .parse()
+                    .map_err(|_| "--drain-timeout needs a number of seconds".to_string())?;
+                self.drain_timeout = Duration::try_from_secs_f64(secs)
+                    .map_err(|_| "--drain-timeout needs a number of seconds".to_string())?;
+            }
+            "--sessions" => self.sessions = true,
+            "--log-format" => self.log_format = value(arg)?.parse()?,
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+}
+
+/// The token in `$var`: set and not empty, or why not.
+pub fn token_from_env(var: &str) -> Result<String, String> {
+    match std::env::var(var) {
+        Ok(token) if !token.trim().is_empty() => Ok(token.trim().to_string()),
+        Ok(_) => Err(format!("--auth-token-env {var}: the variable is empty")),
+        Err(_) => Err(format!("--auth-token-env {var}: the variable is not set")),
+    }
+}
+
+/// A whole process's HTTP serving: logging, a multi-threaded runtime, the server `make_server`
+/// builds, serving until SIGTERM/SIGINT, the drain, the downstream servers closed. Exit 0, or 1
+/// with the error on stderr.
+pub fn run_http(
+    make_server: impl FnOnce() -> Result<GraphServer, ServeError>,
+    options: HttpOptions,
+) -> ExitCode {
+    init_logging_as(options.log_format, "warn,mcpgraph::call=info");
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let outcome = runtime.block_on(async move { serve_http(make_server()?, options).await });
+    runtime.shutdown_timeout(Duration::from_millis(100));
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Why HTTP serving could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HttpError {
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "refusing to serve on {addr} without a token: anyone who can reach it could call the tools. Give --auth-token-env VAR, or --allow-unauthenticated to serve it open"
+    )]
+    Unauthenticated { addr: SocketAddr },
+    #[error("{0}")]
+    Serve(std::io::Error),
+}
+
+/// Serves `server` over HTTP until SIGTERM/SIGINT, then drains (docs/http.md): `/readyz` turns
+/// 503 and new connections are refused at once, calls in flight get
+/// [`HttpOptions::drain_timeout`] to finish, what is left is cancelled, and the downstream
+/// servers are closed.
+pub async fn serve_http(server: GraphServer, options: HttpOptions) -> Result<(), ServeError> {
+    serve_http_until(server, options, shutdown_signal()).await
+}
+
+/// [`serve_http`], stopping when `stop` resolves instead of on a signal.
+pub async fn serve_http_until(
+    server: GraphServer,
+    options: HttpOptions,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    let listener = tokio::net::TcpListener::bind(&options.addr)
+        .await
+        .map_err(|source| HttpError::Bind {
+            addr: options.addr.clone(),
+            source,
+        })?;
+    let local = listener.local_addr().map_err(HttpError::Serve)?;
+    if !local.ip().is_loopback() && options.auth_token.is_none() && !options.allow_unauthenticated {
+        return Err(HttpError::Unauthenticated { addr: local }.into());
+    }
+    let mcp_token = CancellationToken::new();
+    let draining = Arc::new(AtomicBool::new(false));
+    let app = router(
+        &server,
+        &options,
+        local,
+        mcp_token.clone(),
+        draining.clone(),
+    );
+    let title = server.title();
+    eprintln!(
+        "mcpgraph: serving {title} at http://{local}{ENDPOINT} (stateless{}{})",
+        if options.sessions {
+            ", sessions for 2025 clients"
+        } else {
+            ""
+        },
+        if options.auth_token.is_some() {
+            ", bearer token required"
+        } else {
+            ""
+        }
+    );
+
+    // The drain: on the signal, not ready and no new connections (axum's graceful shutdown),
+    // subscriptions end; calls in flight finish and their answers are written, and serving
+    // ends when the last connection closes. At the drain timeout what is left is cancelled
+    // (its client told so), and a moment later every stream still open is cut.
+    let stopping = CancellationToken::new();
+    let drained = {
+        let server = server.clone();
+        let stopping = stopping.clone();
+        let mcp_token = mcp_token.clone();
+        let drain = options.drain_timeout;
+        let sessions = options.sessions;
+        tokio::spawn(async move {
+            stop.await;
+            let started = std::time::Instant::now();
+            draining.store(true, Ordering::Release);
+            stopping.cancel();
+            server.end_subscriptions();
+            tracing::info!("draining: no new connections; waiting for calls in flight");
+            let idle = tokio::time::timeout(drain, server.idle()).await.is_ok();
+            if idle && sessions {
+                // A 2025 client's session stream never ends by itself: once every call has
+                // been answered, the answers get a moment to be written, then it is cut.
+                tokio::time::sleep(ANSWER_GRACE).await;
+            } else {
+                // Connections close as their answers are written; this runs only if one
+                // outlives the drain.
+                tokio::time::sleep(drain.saturating_sub(started.elapsed())).await;
+                tracing::warn!(
+                    "drain timeout ({} s) reached: cancelling the calls still running",
+                    drain.as_secs_f64()
+                );
+                server.cancel_calls();
+                tokio::time::sleep(ANSWER_GRACE).await;
+            }
+            mcp_token.cancel();
+        })
+    };
+    let serving = axum::serve(listener, app).with_graceful_shutdown(stopping.cancelled_owned());
+    let serving = async move {
+        let serving = std::pin::pin!(serving.into_future());
+        tokio::select! {
+            result = serving => result,
+            // A connection that does not close after the drain (a client that stopped
+            // reading) does not hold the process.
+            () = async {
+                mcp_token.cancelled().await;
+                tokio::time::sleep(CLOSE_LIMIT).await;
+            } => Ok(()),
+        }
+    };
+    let result = serving.await;
+    drained.abort();
+    let _ = tokio::time::timeout(SHUTDOWN_LIMIT, server.shutdown()).await;
+    result.map_err(|e| HttpError::Serve(e).into())
+}
+
+#[derive(Clone)]
+struct AppState {
+    server: GraphServer,
+    token: Option<Arc<str>>,
+    draining: Arc<AtomicBool>,
+}
+
+fn router(
+    server: &GraphServer,
+    options: &HttpOptions,
+    local: SocketAddr,
+    mcp_token: CancellationToken,
+    draining: Arc<AtomicBool>,
+) -> axum::Router {
+    let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"]
+        .into_iter()
+        .map(String::from)
+        .collect();
+    // The address bound, when it is one (not 0.0.0.0): clients reaching it directly name it.
+    if !local.ip().is_unspecified() && !local.ip().is_loopback() {
+        hosts.push(local.ip().to_string());
+    }
+    hosts.extend(options.allowed_hosts.iter().cloned());
+    // The server's own origins (a page it serves, a same-origin tool) and the user's; any other
+    // Origin is refused. Requests without one (every non-browser client) pass.
+    let mut origins: Vec<String> = ["127.0.0.1", "localhost", "[::1]"]
+        .iter()
+        .map(|host| format!("http://{host}:{}", local.port()))
+        .collect();
+    if !local.ip().is_unspecified() && !local.ip().is_loopback() {
+        origins.push(format!("http://{local}"));
+    }
+    origins.extend(options.allowed_origins.iter().cloned());
+    let config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(options.sessions)
+        .with_sse_keep_alive(Some(KEEP_ALIVE))
+        .with_allowed_hosts(hosts)
+        .with_allowed_origins(origins)
+        .enforce_origin_validation()
+        .with_max_request_body_bytes(options.max_body_bytes)
+        .with_cancellation_token(mcp_token);
+    let state = AppState {
+        server: server.clone(),
+        token: options.auth_token.as_deref().map(Arc::from),
+        draining,
+    };
+    let factory = {
+        let server = server.clone();
+        move || Ok(server.clone())
+    };
+    let guarded: axum::Router<AppState> = if options.sessions {
+        axum::Router::new().route_service(
+            ENDPOINT,
+            StreamableHttpService::new(factory, Arc::new(LocalSessionManager::default()), config),
+        )
+    } else {
+        axum::Router::new().route_service(
+            ENDPOINT,
+            StreamableHttpService::new(factory, Arc::new(NeverSessionManager::default()), config),
+        )
+    };
+    let guarded = guarded
+        .route("/metrics", axum::routing::get(metrics))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            authorize,
+        ));
+    axum::Router::new()
+        .route("/healthz", axum::routing::get(|| async { "ok\n" }))
+        .route("/readyz", axum::routing::get(readyz))
+        .merge(guarded)
+        .with_state(state)
+}
+
+/// 200 while the graph is loaded and the server not draining; 503 otherwise, so a load
+/// balancer stops sending.
+async fn readyz(State(state): State<AppState>) -> Response {
+    if state.draining.load(Ordering::Acquire) {
+        (StatusCode::SERVICE_UNAVAILABLE, "draining\n").into_response()
+    } else if !state.server.is_ready() {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the graph does not check\n",
+        )
+            .into_response()
+    } else {
+        (StatusCode::OK, "ready\n").into_response()
+    }
+}
+
+async fn metrics() -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+        )],
+        crate::metrics::render(),
+    )
+        .into_response()
+}
+
+/// The bearer token, when one is configured: missing or wrong is 401 with
+/// `WWW-Authenticate: Bearer` (RFC 6750), compared in constant time.
+async fn authorize(State(state): State<AppState>, request: Request<Body>, next: Next) -> Response {
+    let Some(expected) = &state.token else {
+        return next.run(request).await;
+    };
+    match bearer(request.headers()) {
+        Some(given) if same(given.as_bytes(), expected.as_bytes()) => next.run(request).await,
+        Some(_) => unauthorized("Bearer realm=\"mcpgraph\", error=\"invalid_token\""),
+        None => unauthorized("Bearer realm=\"mcpgraph\""),
+    }
+}
+
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
+fn unauthorized(challenge: &'static str) -> Response {
+    (
+        StatusCode::UNAUTHORIZED,
+        [(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static(challenge),
+        )],
+        "Unauthorized: a valid bearer token is required\n",
+    )
+        .into_response()
+}
+
+/// Equal, in time that depends on the lengths only: every byte is compared.
+fn same(given: &[u8], expected: &[u8]) -> bool {
+    if given.len() != expected.len() {
+        return false;
+    }
+    let difference = given
+        .iter()
+        .zip(expected)
+        .fold(0u8, |acc, (a, b)| acc | (a ^ b));
+    std::hint::black_box(difference) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_compare_whole() {
+        assert!(same(b"secret-token", b"secret-token"));
+        assert!(!same(b"secret-tokeN", b"secret-token"));
+        assert!(!same(b"secret", b"secret-token"));
+        assert!(!same(b"", b"x"));
+    }
+
+    #[test]
+    fn bearer_scheme_is_case_insensitive() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("bearer abc"),
+        );
+        assert_eq!(bearer(&headers), Some("abc"));
+        headers.insert(header::AUTHORIZATION, HeaderValue::from_static("Basic abc"));
+        assert_eq!(bearer(&headers), None);
+    }
+
+    #[test]
+    fn flags_parse_like_the_cli() {
+        let mut options = HttpOptions::default();
+        let mut http = false;
+        let args = [
+            "--allowed-host",
+            "mcp.example.com",
+            "--drain-timeout",
+            "2.5",
+            "--sessions",
+        ];
+        let mut rest = args.iter().map(|s| s.to_string()).peekable();
+        assert!(options.take_arg("--http", &mut rest, &mut http).unwrap());
+        assert_eq!(options.addr, DEFAULT_ADDR);
+        while let Some(arg) = rest.next() {
+            assert!(options.take_arg(&arg, &mut rest, &mut http).unwrap());
+        }
+        assert!(http && options.sessions);
+        assert_eq!(options.allowed_hosts, ["mcp.example.com"]);
+        assert_eq!(options.drain_timeout, Duration::from_millis(2500));
+        let mut rest = ["0.0.0.0:9000".to_string()].into_iter().peekable();
+        assert!(options.take_arg("--http", &mut rest, &mut http).unwrap());
+        assert_eq!(options.addr, "0.0.0.0:9000");
+        let mut rest = std::iter::empty().peekable();
+        assert!(!options.take_arg("--other", &mut rest, &mut http).unwrap());
+    }
+}
