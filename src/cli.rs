@@ -36,7 +36,7 @@ enum Command {
     Check(CheckArgs),
     /// Draw the tools of a graph file as Mermaid or Graphviz diagrams.
     Graph(GraphArgs),
-    /// Serve a graph as an MCP server over stdio.
+    /// Serve a graph as an MCP server over stdio, or over streamable HTTP with --http.
     Serve(ServeArgs),
     /// Run one tool once, without an MCP client: the result JSON on stdout.
     Call(CallArgs),
@@ -121,6 +121,82 @@ struct ServeArgs {
     /// calls in flight finish on the old one, a version that does not check is only reported.
     #[arg(long)]
     watch: bool,
+    #[command(flatten)]
+    http: HttpArgs,
+}
+
+/// Serving over streamable HTTP (docs/http.md).
+#[derive(Args, Debug)]
+struct HttpArgs {
+    /// Serve streamable HTTP at ADDR (default 127.0.0.1:8080), endpoint /mcp, stateless for
+    /// every protocol era, instead of stdio.
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = mcpgraph_runtime::DEFAULT_ADDR, value_parser = parse_addr)]
+    http: Option<String>,
+    /// Also accept this Host header: a proxy's public name (loopback names always pass).
+    #[arg(long = "allowed-host", value_name = "NAME", requires = "http")]
+    allowed_hosts: Vec<String>,
+    /// Accept browser requests from this Origin (scheme://host:port); any other Origin is refused.
+    #[arg(long = "allowed-origin", value_name = "ORIGIN", requires = "http")]
+    allowed_origins: Vec<String>,
+    /// Require `Authorization: Bearer <token>` on /mcp and /metrics, the token read from $VAR.
+    #[arg(long = "auth-token-env", value_name = "VAR", requires = "http")]
+    auth_token_env: Option<String>,
+    /// Serve on a non-loopback address without a token.
+    #[arg(long, requires = "http")]
+    allow_unauthenticated: bool,
+    /// The largest request body, in bytes.
+    #[arg(long = "max-body", value_name = "BYTES", default_value_t = mcpgraph_runtime::HttpOptions::default().max_body_bytes, requires = "http")]
+    max_body: usize,
+    /// How long SIGTERM waits for calls in flight, in seconds.
+    #[arg(
+        long = "drain-timeout",
+        value_name = "SECS",
+        default_value_t = 30.0,
+        requires = "http"
+    )]
+    drain_timeout: f64,
+    /// Give 2025-era clients sessions (Mcp-Session-Id): questions and list_changed reach them,
+    /// but only one replica can serve them.
+    #[arg(long, requires = "http")]
+    sessions: bool,
+    /// Log lines as text or as JSON objects (HTTP logs one line per call).
+    #[arg(long = "log-format", value_name = "FORMAT", default_value = "text", value_parser = parse_log_format)]
+    log_format: mcpgraph_runtime::LogFormat,
+}
+
+fn parse_addr(text: &str) -> Result<String, String> {
+    match text.rsplit_once(':') {
+        Some((_, port)) if port.parse::<u16>().is_ok() => Ok(text.to_string()),
+        _ => Err("expected HOST:PORT, such as 127.0.0.1:8080 or 0.0.0.0:0".to_string()),
+    }
+}
+
+fn parse_log_format(text: &str) -> Result<mcpgraph_runtime::LogFormat, String> {
+    text.parse()
+}
+
+impl HttpArgs {
+    /// The options, when HTTP was asked for; the token variable's problem otherwise.
+    fn options(&self) -> Result<Option<mcpgraph_runtime::HttpOptions>, String> {
+        let Some(addr) = &self.http else {
+            return Ok(None);
+        };
+        let mut options = mcpgraph_runtime::HttpOptions::default();
+        options.addr = addr.clone();
+        options.allowed_hosts = self.allowed_hosts.clone();
+        options.allowed_origins = self.allowed_origins.clone();
+        options.auth_token = match &self.auth_token_env {
+            Some(var) => Some(mcpgraph_runtime::token_from_env(var)?),
+            None => None,
+        };
+        options.allow_unauthenticated = self.allow_unauthenticated;
+        options.max_body_bytes = self.max_body;
+        options.drain_timeout = std::time::Duration::try_from_secs_f64(self.drain_timeout)
+            .map_err(|_| "--drain-timeout needs a number of seconds".to_string())?;
+        options.sessions = self.sessions;
+        options.log_format = self.log_format;
+        Ok(Some(options))
+    }
 }
 
 #[derive(Args, Debug)]
@@ -177,7 +253,13 @@ pub fn main() -> ExitCode {
     match (cli.command, cli.graph) {
         (Some(Command::Check(args)), _) => check(args),
         (Some(Command::Graph(args)), _) => graph(args),
-        (Some(Command::Serve(args)), _) => serve(&args.common, args.watch),
+        (Some(Command::Serve(args)), _) => match args.http.options() {
+            Ok(http) => serve(&args.common, args.watch, http, args.http.log_format),
+            Err(message) => {
+                eprintln!("error: {message}");
+                ExitCode::from(2)
+            }
+        },
         (Some(Command::Call(args)), _) => call(args),
         (Some(Command::Emit(args)), _) => emit(args),
         (Some(Command::Build(args)), _) => build(args),
@@ -190,6 +272,8 @@ pub fn main() -> ExitCode {
                 mcp: cli.mcp,
             },
             cli.watch,
+            None,
+            mcpgraph_runtime::LogFormat::Text,
         ),
         (None, None) => {
             let _ = <Cli as clap::CommandFactory>::command().print_help();
@@ -294,7 +378,12 @@ fn graph(args: GraphArgs) -> ExitCode {
 /// `serve FILE` and `-g FILE`: a graph that does not check still answers the handshake, with its
 /// diagnostics in `instructions` and in every call's result (and on stderr). With `--watch`,
 /// each saved version of the graph, its lock file or the -m file is read again (docs/watch.md).
-fn serve(common: &Common, watch: bool) -> ExitCode {
+fn serve(
+    common: &Common,
+    watch: bool,
+    http: Option<mcpgraph_runtime::HttpOptions>,
+    log_format: mcpgraph_runtime::LogFormat,
+) -> ExitCode {
     // Made before the first read, so a save during it is seen as a change.
     let watch = watch.then(|| {
         let mut files = vec![
@@ -312,13 +401,20 @@ fn serve(common: &Common, watch: bool) -> ExitCode {
         let text = render::human_all(&checked, &file, style());
         let _ = std::io::stderr().write_all(text.as_bytes());
     }
-    mcpgraph_runtime::run_stdio(move || {
+    let make_server = move || {
         let server = mcpgraph_runtime::GraphServer::for_checked(checked, &file);
         Ok(match watch {
             Some(watch) => server.watch(watch),
             None => server,
         })
-    })
+    };
+    match http {
+        Some(options) => mcpgraph_runtime::run_http(make_server, options),
+        None => {
+            mcpgraph_runtime::init_logging_as(log_format, "warn");
+            mcpgraph_runtime::run_stdio(make_server)
+        }
+    }
 }
 
 /// The graph file checked with its -m and lock files. A file that cannot be read (missing, not

@@ -169,6 +169,12 @@ pub fn graph_items(graph: &Graph, graph_json: &str, tracked_path: &str) -> Token
             pub async fn serve_stdio(self) -> ::std::result::Result<(), ::std::string::String> {
                 ::mcpgraph_runtime::__private::serve_stdio(::mcpgraph_runtime::__private::GraphServer::new(self.engine)).await.map_err(|e| e.to_string())
             }
+
+            /// Serves the graph over streamable HTTP, exactly as `mcpgraph serve --http` does,
+            /// until SIGTERM or SIGINT, then drains the calls in flight.
+            pub async fn serve_http(self, options: ::mcpgraph_runtime::__private::HttpOptions) -> ::std::result::Result<(), ::std::string::String> {
+                ::mcpgraph_runtime::__private::serve_http(::mcpgraph_runtime::__private::GraphServer::new(self.engine), options).await.map_err(|e| e.to_string())
+            }
         }
     }
 }
@@ -281,6 +287,9 @@ pub fn graph_error(message: &str, tools: &[ToolOutline]) -> TokenStream {
             }
             #(#stubs)*
             pub async fn serve_stdio(self) -> ::std::result::Result<(), ::std::string::String> {
+                ::std::unreachable!()
+            }
+            pub async fn serve_http(self, _options: ::mcpgraph_runtime::__private::HttpOptions) -> ::std::result::Result<(), ::std::string::String> {
                 ::std::unreachable!()
             }
         }

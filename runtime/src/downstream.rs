@@ -192,6 +192,7 @@ impl Downstream {
             return Ok(c.clone());
         }
         if let Some(old) = guard.take() {
+            crate::metrics::downstream_restarted(&slot.server.name);
             runtime.spawn(old.close());
         }
         let server = slot.server.clone();

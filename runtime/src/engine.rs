@@ -62,6 +62,20 @@ pub enum CallError {
     Cancelled,
 }
 
+impl CallError {
+    /// The failure's kind as logs and metrics name it: a run's failure kind, or what went wrong
+    /// around the run.
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            CallError::UnknownTool(_) => "unknown_tool",
+            CallError::InvalidArguments { .. } => "invalid_arguments",
+            CallError::Run(e) => e.kind().as_str(),
+            CallError::InvalidResult { .. } => "invalid_result",
+            CallError::Cancelled => "cancelled",
+        }
+    }
+}
+
 impl fmt::Display for CallError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -105,6 +119,8 @@ impl Engine {
     /// runtime or not: downstream servers are started on first use, on the runtime of the call
     /// that needs them.
     pub fn load(graph: Graph) -> Result<Engine, LoadError> {
+        // No HTTP client of the process may lack a TLS provider (reqwest panics without one).
+        crate::init_tls();
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         let program = Program::new(graph);
         Ok(Engine {
@@ -267,6 +283,12 @@ impl Engine {
     pub async fn shutdown(&self) {
         self.shutdown.cancel();
         self.downstream.shutdown().await;
+    }
+
+    /// Cancels every run (each ends as cancelled); new calls are cancelled at once. The
+    /// downstream servers stay up until [`Engine::shutdown`].
+    pub fn cancel_runs(&self) {
+        self.shutdown.cancel();
     }
 }
 

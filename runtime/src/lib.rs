@@ -12,11 +12,14 @@ mod evaluate;
 mod executor;
 mod failure;
 mod history;
+mod http;
 mod js;
 mod jsonata;
 mod jsonlogic;
 mod line_transport;
 mod lock;
+mod metrics;
+mod mrtr;
 mod pool;
 mod program;
 mod serve;
@@ -32,12 +35,25 @@ pub use evaluate::{
 };
 pub use executor::{Asker, Breakpoints, NodeObserver, NodeReport, Question, Refusal};
 pub use failure::{Failure, FailureKind, RunError};
+pub use http::{
+    DEFAULT_ADDR, ENDPOINT, HTTP_USAGE, HttpError, HttpOptions, run_http, serve_http,
+    serve_http_until, token_from_env,
+};
 pub use line_transport::LineTransport;
 pub use lock::{Discovered, discover, discover_once};
-pub use serve::{ServeError, call_once, init_logging, run_stdio, serve_stdio, shutdown_signal};
+pub use serve::{
+    LogFormat, ServeError, call_once, init_logging, init_logging_as, run_stdio, serve_stdio,
+    shutdown_signal,
+};
 pub use server::GraphServer;
 pub use value::{to_js_json, to_json};
 pub use watch::Watch;
+
+/// Makes ring rustls' process-wide crypto provider, for HTTP clients built without a TLS
+/// configuration of their own (rmcp's default client, a test's). Idempotent.
+pub fn init_tls() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
 
 /// The MCP library the runtime is built on, for front ends with a handler of their own (the
 /// toolkit): one version, one set of features, for every MCP server mcpgraph runs.
@@ -58,6 +74,7 @@ pub mod internals {
 pub mod __private {
     pub use crate::engine::{CallError, CallOptions, Engine, LoadError};
     pub use crate::executor::{Asker, Question, Refusal};
+    pub use crate::http::{HttpOptions, serve_http};
     pub use crate::serve::{ServeError, serve_stdio};
     pub use crate::server::GraphServer;
     pub use crate::standalone::main;

@@ -30,20 +30,51 @@ pub enum ServeError {
     Runtime(#[source] std::io::Error),
     #[error(transparent)]
     Load(#[from] LoadError),
+    #[error(transparent)]
+    Http(#[from] crate::http::HttpError),
 }
 
 /// Logs go to stderr (stdout carries MCP only), quiet by default; `MCPGRAPH_LOG` or `RUST_LOG`
 /// raise them (`MCPGRAPH_LOG=debug`, `RUST_LOG=mcpgraph=trace`). Every value expanded from a
 /// `${VAR}` is written back as the variable: rmcp and the HTTP client log URLs and commands.
 pub fn init_logging() {
+    init_logging_as(LogFormat::Text, "warn");
+}
+
+/// How log lines are written: text for people, one JSON object per line for collectors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+impl std::str::FromStr for LogFormat {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<LogFormat, String> {
+        match text {
+            "text" => Ok(LogFormat::Text),
+            "json" => Ok(LogFormat::Json),
+            other => Err(format!("unknown log format {other:?} (text or json)")),
+        }
+    }
+}
+
+/// [`init_logging`] in `format`, with `default` as the filter when the environment sets none
+/// (HTTP serving logs each call: `warn,mcpgraph::call=info`).
+pub fn init_logging_as(format: LogFormat, default: &str) {
     let filter = std::env::var("MCPGRAPH_LOG")
         .or_else(|_| std::env::var("RUST_LOG"))
-        .unwrap_or_else(|_| "warn".to_string());
-    let _ = tracing_subscriber::fmt()
+        .unwrap_or_else(|_| default.to_string());
+    let builder = tracing_subscriber::fmt()
         .with_writer(|| RedactedStderr)
         .with_ansi(false)
-        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
-        .try_init();
+        .with_env_filter(tracing_subscriber::EnvFilter::new(filter));
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+    };
 }
 
 /// A whole process's one call (`mcpgraph call`): logging, a multi-threaded runtime, the

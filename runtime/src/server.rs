@@ -2,6 +2,7 @@
 
 use crate::engine::{CallError, CallOptions, Engine};
 use crate::executor::{Asker, NodeObserver, NodeReport, Question, Refusal};
+use crate::mrtr::{BadState, Round, Sealer};
 use mcpgraph_compiler::{Checked, SourceFile, render};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
@@ -46,6 +47,12 @@ struct Inner {
     retired: Mutex<Vec<Weak<Version>>>,
     /// Cancelled when serving ends: no new version is taken after that.
     stopped: CancellationToken,
+    /// Tool calls running now: an HTTP server's drain waits for none (docs/http.md).
+    running: tokio::sync::watch::Sender<usize>,
+    /// Seals the state of questions asked of 2026-07-28 clients (made on first use).
+    sealer: std::sync::OnceLock<Sealer>,
+    /// Cancelled to end every `subscriptions/listen` stream (a draining HTTP server).
+    listening: CancellationToken,
 }
 
 /// One version of the served graph: the one loaded at start, or one `serve --watch` read later.
@@ -194,6 +201,9 @@ impl GraphServer {
                 subscriptions: Mutex::new(Vec::new()),
                 retired: Mutex::new(Vec::new()),
                 stopped: CancellationToken::new(),
+                running: tokio::sync::watch::Sender::new(0),
+                sealer: std::sync::OnceLock::new(),
+                listening: CancellationToken::new(),
             }),
         }
     }
@@ -220,6 +230,83 @@ impl GraphServer {
 
     fn watching(&self) -> bool {
         self.inner.watching.load(Ordering::Acquire)
+    }
+
+    /// The served graph's title (its server's name when it has none).
+    pub fn title(&self) -> String {
+        let version = self.current();
+        let identity = &version.identity;
+        if identity.title.is_empty() {
+            identity.name.clone()
+        } else {
+            identity.title.clone()
+        }
+    }
+
+    fn sealer(&self) -> &Sealer {
+        self.inner.sealer.get_or_init(Sealer::from_env)
+    }
+
+    /// The question round of a call from a 2026-07-28 client that advertised elicitation: such
+    /// a client cannot be sent `elicitation/create`, so a run that asks stops and the call
+    /// answers `input_required` (MRTR). `None` for every other client.
+    fn round(
+        &self,
+        tool: &str,
+        arguments: &serde_json::Map<String, Value>,
+        request: &CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Option<Arc<Round>>, BadState> {
+        let modern = context
+            .protocol_version()
+            .is_some_and(|v| v >= rmcp::model::ProtocolVersion::V_2026_07_28);
+        let asks = context
+            .client_capabilities()
+            .is_some_and(|c| c.elicitation.is_some());
+        if !(modern && asks) {
+            return Ok(None);
+        }
+        Round::start(
+            self.sealer(),
+            tool,
+            arguments,
+            request.request_state.as_deref(),
+            request.input_responses.as_ref(),
+            &context.ct,
+        )
+        .map(|round| Some(Arc::new(round)))
+    }
+
+    /// The graph checked and loaded: `/readyz` answers 200 (while not draining).
+    pub fn is_ready(&self) -> bool {
+        self.current().engine().is_some()
+    }
+
+    /// Resolves once no tool call is running (at once when none is).
+    pub async fn idle(&self) {
+        let mut running = self.inner.running.subscribe();
+        let _ = running.wait_for(|n| *n == 0).await;
+    }
+
+    /// Ends every `subscriptions/listen` stream (a draining HTTP server): each gets its final
+    /// result, and the ones opened later end at once.
+    pub fn end_subscriptions(&self) {
+        self.inner.listening.cancel();
+    }
+
+    /// Cancels every call still running, on every version; their clients are answered that the
+    /// execution was cancelled.
+    pub fn cancel_calls(&self) {
+        let mut engines: Vec<Arc<Engine>> = self.engine().into_iter().collect();
+        engines.extend(
+            lock(&self.inner.retired)
+                .iter()
+                .filter_map(|v| v.upgrade())
+                .filter_map(|v| v.engine().cloned()),
+        );
+        for engine in engines {
+            engine.cancel_runs();
+        }
     }
 
     /// Serving has ended ([`GraphServer::shutdown`]).
@@ -283,6 +370,22 @@ impl GraphServer {
                 .filter_map(|v| v.engine().cloned()),
         );
         futures::future::join_all(engines.iter().map(|e| e.shutdown())).await;
+    }
+}
+
+/// One running call, counted while it lives.
+struct Running<'a>(&'a tokio::sync::watch::Sender<usize>);
+
+impl<'a> Running<'a> {
+    fn start(running: &'a tokio::sync::watch::Sender<usize>) -> Running<'a> {
+        running.send_modify(|n| *n += 1);
+        Running(running)
+    }
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n = n.saturating_sub(1));
     }
 }
 
@@ -383,7 +486,10 @@ impl ServerHandler for GraphServer {
         if context.accepted().tools_list_changed == Some(true) {
             lock(&self.inner.subscriptions).push(context.sink().clone());
         }
-        context.cancelled().await;
+        tokio::select! {
+            () = context.cancelled() => {}
+            () = self.inner.listening.cancelled() => {}
+        }
         Ok(())
     }
 
@@ -419,22 +525,38 @@ impl ServerHandler for GraphServer {
     ) -> Result<CallToolResponse, ErrorData> {
         // The version this call runs on to its end, even if a newer one is taken meanwhile.
         let version = self.current();
+        let _running = Running::start(&self.inner.running);
+        let call = crate::metrics::CallGuard::start(&request.name);
         let engine = match &version.state {
             State::Ready { engine, .. } => engine,
             State::Broken { diagnostics } => {
+                call.finish(Some(("graph_does_not_check", diagnostics)));
                 return Ok(failure(format!(
                     "The graph does not check; no tool can run until it is fixed:\n{diagnostics}"
                 ))
                 .into());
             }
         };
-        let args = request.arguments.unwrap_or_default();
+        let args = request.arguments.clone().unwrap_or_default();
+        // A 2026-07-28 client that can answer questions gets them as `input_required` rounds.
+        let round = match self.round(&request.name, &args, &request, &context) {
+            Ok(round) => round,
+            Err(BadState(message)) => {
+                call.finish(Some(("invalid_arguments", &message)));
+                return Err(ErrorData::invalid_params(message, None));
+            }
+        };
         let progress = progress_observer(&context);
         let observer = progress.as_ref().map(|p| p.observer.clone());
         let options = CallOptions {
-            cancel: context.ct.clone(),
+            cancel: round
+                .as_ref()
+                .map_or_else(|| context.ct.clone(), |r| r.stop.clone()),
             observer,
-            asker: elicitation(&context),
+            asker: match &round {
+                Some(round) => Some(round.asker()),
+                None => elicitation(&context),
+            },
             ..CallOptions::default()
         };
         let outcome = engine.call_with(&request.name, args, options).await;
@@ -443,6 +565,23 @@ impl ServerHandler for GraphServer {
         if let Some(progress) = progress {
             progress.flush().await;
         }
+        if let Some(input) = round.and_then(|r| r.input_required(self.sealer())) {
+            return match input {
+                Ok(input) => {
+                    call.input_required();
+                    Ok(input.into())
+                }
+                Err(message) => {
+                    call.finish(Some(("unavailable", &message)));
+                    Ok(failure(message).into())
+                }
+            };
+        }
+        let failed = outcome
+            .as_ref()
+            .err()
+            .map(|e| (e.kind_name(), e.to_string()));
+        call.finish(failed.as_ref().map(|(kind, text)| (*kind, text.as_str())));
         match outcome {
             Ok(value) => Ok(success(value).into()),
             Err(CallError::UnknownTool(name)) => Err(ErrorData::invalid_params(
@@ -518,8 +657,7 @@ fn progress_observer(context: &RequestContext<RoleServer>) -> Option<ProgressFor
 
 /// Who answers a call's `ask` nodes: the client, through `elicitation/create`, when it
 /// advertised the capability (extensions §7). Protocol 2026-07-28 forbids requests from the
-/// server; its input-required round trip is not implemented yet, so its clients are
-/// `unavailable` (docs/semantics.md).
+/// server: its clients are asked through `input_required` rounds instead ([`GraphServer::round`]).
 fn elicitation(context: &RequestContext<RoleServer>) -> Option<Asker> {
     let info = context.peer.peer_info()?;
     info.capabilities.elicitation.as_ref()?;
@@ -537,7 +675,7 @@ fn elicitation(context: &RequestContext<RoleServer>) -> Option<Asker> {
 }
 
 async fn ask_client(peer: rmcp::Peer<RoleServer>, question: Question) -> Result<Value, Refusal> {
-    use rmcp::model::{ClientResult, ElicitRequest, ElicitRequestParams, ElicitationAction};
+    use rmcp::model::{ClientResult, ElicitRequest, ElicitRequestParams};
     let schema = serde_json::from_value(question.schema.clone())
         .map_err(|e| Refusal::unavailable(format!("The question's schema cannot be sent: {e}")))?;
     let params = ElicitRequestParams::FormElicitationParams {
@@ -578,13 +716,9 @@ async fn ask_client(peer: rmcp::Peer<RoleServer>, question: Question) -> Result<
     };
     abandoned.peer = None;
     match response {
-        Ok(ClientResult::ElicitResult(result)) => match result.action {
-            ElicitationAction::Accept => result
-                .content
-                .ok_or_else(|| Refusal::declined("The answer was accepted without content")),
-            ElicitationAction::Decline => Err(Refusal::declined("The person declined")),
-            ElicitationAction::Cancel => Err(Refusal::declined("The person cancelled")),
-            _ => Err(Refusal::declined("The person did not accept")),
+        Ok(ClientResult::ElicitResult(result)) => match serde_json::to_value(&result) {
+            Ok(result) => crate::mrtr::answer_of(&result),
+            Err(e) => Err(Refusal::declined(format!("The answer cannot be read: {e}"))),
         },
         Ok(_) => Err(Refusal::declined(
             "The client answered with something other than an elicitation result",

@@ -2,6 +2,7 @@
 //! parsed, so start-up reads no YAML and parses no JSONata or JSON Logic.
 
 use crate::engine::Engine;
+use crate::http::{HTTP_USAGE, HttpOptions, run_http};
 use crate::serve::run_stdio;
 use crate::server::GraphServer;
 use mcpgraph_compiler::{Graph, SourceFile};
@@ -31,9 +32,16 @@ pub fn main(graph_json: &str, tools: &[&str]) -> ExitCode {
         );
         return ExitCode::from(1);
     }
-    let mut args = std::env::args().skip(1);
+    let mut args = std::env::args().skip(1).peekable();
     let mut mcp_file = None;
+    let mut http = false;
+    let mut options = HttpOptions::default();
     while let Some(arg) = args.next() {
+        match options.take_arg(&arg, &mut args, &mut http) {
+            Ok(true) => continue,
+            Ok(false) => {}
+            Err(message) => return usage_error(&graph, &message),
+        }
         match arg.as_str() {
             "-h" | "--help" => {
                 print!("{}", usage(&graph));
@@ -65,7 +73,13 @@ pub fn main(graph_json: &str, tools: &[&str]) -> ExitCode {
         },
         None => graph,
     };
-    run_stdio(move || Ok(GraphServer::new(Arc::new(Engine::load(graph)?))))
+    let make_server = move || Ok(GraphServer::new(Arc::new(Engine::load(graph)?)));
+    if http {
+        run_http(make_server, options)
+    } else {
+        crate::serve::init_logging_as(options.log_format, "warn");
+        run_stdio(make_server)
+    }
 }
 
 /// Servers of an MCP JSON file replace the graph's servers that came from an MCP file at build
@@ -89,7 +103,7 @@ fn with_mcp_file(mut graph: Graph, path: &str) -> Result<Graph, String> {
 
 fn usage(graph: &Graph) -> String {
     let mut text = format!(
-        "{} {} — an MCP server built by mcpgraph from {}\n\nUsage: {} [-m FILE]\n\nServes over stdio (newline-delimited JSON-RPC). Tools:\n",
+        "{} {} — an MCP server built by mcpgraph from {}\n\nUsage: {} [-m FILE] [--http [ADDR] ...]\n\nServes over stdio (newline-delimited JSON-RPC), or streamable HTTP with --http. Tools:\n",
         graph.server.title,
         graph.server.version,
         graph.source_name,
@@ -99,6 +113,7 @@ fn usage(graph: &Graph) -> String {
         text.push_str(&format!("  {:<24} {}\n", tool.name, tool.description));
     }
     text.push_str("\nOptions:\n  -m, --mcp <FILE>  An MCP JSON file ({\"mcpServers\": {...}}) replacing the downstream servers\n                    that came from an MCP file at build time\n  -h, --help        Print help\n  -V, --version     Print version\n");
+    text.push_str(HTTP_USAGE);
     text
 }
 

@@ -139,4 +139,17 @@ impl Graph {
             .await
             .map_err(|e| e.to_string())
     }
+    /// Serves the graph over streamable HTTP, exactly as `mcpgraph serve --http` does,
+    /// until SIGTERM or SIGINT, then drains the calls in flight.
+    pub async fn serve_http(
+        self,
+        options: ::mcpgraph_runtime::__private::HttpOptions,
+    ) -> ::std::result::Result<(), ::std::string::String> {
+        ::mcpgraph_runtime::__private::serve_http(
+                ::mcpgraph_runtime::__private::GraphServer::new(self.engine),
+                options,
+            )
+            .await
+            .map_err(|e| e.to_string())
+    }
 }
