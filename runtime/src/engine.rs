@@ -119,8 +119,6 @@ impl Engine {
     /// runtime or not: downstream servers are started on first use, on the runtime of the call
     /// that needs them.
     pub fn load(graph: Graph) -> Result<Engine, LoadError> {
-        // No HTTP client of the process may lack a TLS provider (reqwest panics without one).
-        crate::init_tls();
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         let program = Program::new(graph);
         Ok(Engine {

@@ -153,7 +153,10 @@ pub fn run_http(
     make_server: impl FnOnce() -> Result<GraphServer, ServeError>,
     options: HttpOptions,
 ) -> ExitCode {
-    init_logging_as(options.log_format, "warn,mcpgraph::call=info");
+    init_logging_as(
+        options.log_format,
+        "warn,mcpgraph::call=info,mcpgraph_runtime::http=info",
+    );
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -190,6 +193,8 @@ pub enum HttpError {
     )]
     Unauthenticated { addr: SocketAddr },
     #[error("{0}")]
+    RequestStateKey(String),
+    #[error("{0}")]
     Serve(std::io::Error),
 }
 
@@ -216,6 +221,15 @@ pub async fn serve_http_until(
     let local = listener.local_addr().map_err(HttpError::Serve)?;
     if !local.ip().is_loopback() && options.auth_token.is_none() && !options.allow_unauthenticated {
         return Err(HttpError::Unauthenticated { addr: local }.into());
+    }
+    server
+        .check_request_state_key()
+        .map_err(HttpError::RequestStateKey)?;
+    if server.asks() && std::env::var_os(crate::mrtr::KEY_VARIABLE).is_none() {
+        tracing::warn!(
+            "{} is not set: a question (ask) put to a 2026-07-28 client can only be continued by this process; give every replica the same key",
+            crate::mrtr::KEY_VARIABLE
+        );
     }
     let mcp_token = CancellationToken::new();
     let draining = Arc::new(AtomicBool::new(false));
@@ -268,10 +282,17 @@ pub async fn serve_http_until(
                 // Connections close as their answers are written; this runs only if one
                 // outlives the drain.
                 tokio::time::sleep(drain.saturating_sub(started.elapsed())).await;
-                tracing::warn!(
-                    "drain timeout ({} s) reached: cancelling the calls still running",
-                    drain.as_secs_f64()
-                );
+                if idle {
+                    tracing::warn!(
+                        "drain timeout ({} s) reached: closing the connections still open",
+                        drain.as_secs_f64()
+                    );
+                } else {
+                    tracing::warn!(
+                        "drain timeout ({} s) reached: cancelling the calls still running",
+                        drain.as_secs_f64()
+                    );
+                }
                 server.cancel_calls();
                 tokio::time::sleep(ANSWER_GRACE).await;
             }

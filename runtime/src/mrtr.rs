@@ -35,11 +35,20 @@ impl Sealer {
     /// The key from [`KEY_VARIABLE`], or a random one for this process (then only this process
     /// can take the next round).
     pub(crate) fn from_env() -> Sealer {
-        let codec = match std::env::var(KEY_VARIABLE) {
-            Ok(key) => RequestStateCodec::try_new(key.into_bytes()).map_err(|e| {
+        Sealer::with_key(std::env::var(KEY_VARIABLE).ok())
+    }
+
+    /// The key is usable.
+    pub(crate) fn check(&self) -> Result<(), String> {
+        self.codec.as_ref().map(|_| ()).map_err(Clone::clone)
+    }
+
+    fn with_key(key: Option<String>) -> Sealer {
+        let codec = match key {
+            Some(key) => RequestStateCodec::try_new(key.into_bytes()).map_err(|e| {
                 format!("{KEY_VARIABLE} cannot seal the question's state: {e} (it needs at least 32 bytes)")
             }),
-            Err(_) => {
+            None => {
                 let mut key = vec![0u8; 32];
                 getrandom::fill(&mut key)
                     .map_err(|e| format!("no random key for the question's state: {e}"))
@@ -131,17 +140,15 @@ impl Round {
         Arc::new(move |question: Question| {
             let round = round.clone();
             Box::pin(async move {
+                // This node's first answer not used yet: a node asked again (in a loop) takes
+                // its answers in order; branches running side by side may ask in any order. An
+                // answer no question of this round takes (the run went another way) is dropped.
                 let next = {
                     let mut answers = lock(&round.answers);
-                    match answers.front() {
-                        Some(a) if a.node == question.node => answers.pop_front(),
-                        // The run took another way than last round: the later answers were
-                        // given to other questions.
-                        _ => {
-                            answers.clear();
-                            None
-                        }
-                    }
+                    answers
+                        .iter()
+                        .position(|a| a.node == question.node)
+                        .and_then(|i| answers.remove(i))
                 };
                 match next {
                     Some(answer) => {
@@ -149,7 +156,17 @@ impl Round {
                         answer_of(&answer.result)
                     }
                     None => {
-                        *lock(&round.asked) = Some(question);
+                        // A question that cannot be put is refused here, so the ask's
+                        // `onError` route handles it as over stdio.
+                        if let Err(e) = serde_json::from_value::<rmcp::model::ElicitationSchema>(
+                            question.schema.clone(),
+                        ) {
+                            return Err(Refusal::unavailable(format!(
+                                "The question's schema cannot be sent: {e}"
+                            )));
+                        }
+                        // One question per round: the first one reached.
+                        lock(&round.asked).get_or_insert(question);
                         round.stop.cancel();
                         std::future::pending().await
                     }
@@ -211,14 +228,138 @@ pub(crate) fn answer_of(result: &Value) -> Result<Value, Refusal> {
     }
 }
 
-/// The bytes a state is bound to: the tool's name and its arguments.
+/// The bytes a state is bound to: the tool's name and its arguments, with every object's keys
+/// sorted (a client may send them in another order next round).
 fn binding(tool: &str, arguments: &Map<String, Value>) -> Vec<u8> {
+    fn canonical(value: &Value, out: &mut Vec<u8>) {
+        match value {
+            Value::Object(map) => {
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort();
+                out.push(b'{');
+                for (i, key) in keys.into_iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    out.extend(serde_json::to_vec(key).unwrap_or_default());
+                    out.push(b':');
+                    canonical(&map[key], out);
+                }
+                out.push(b'}');
+            }
+            Value::Array(items) => {
+                out.push(b'[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    canonical(item, out);
+                }
+                out.push(b']');
+            }
+            other => out.extend(serde_json::to_vec(other).unwrap_or_default()),
+        }
+    }
     let mut bytes = tool.as_bytes().to_vec();
     bytes.push(0);
-    bytes.extend(serde_json::to_vec(arguments).unwrap_or_default());
+    canonical(&Value::Object(arguments.clone()), &mut bytes);
     bytes
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::FutureExt;
+    use serde_json::json;
+
+    const KEY: &str = "unit-test-key-0123456789abcdef0123456789";
+
+    fn question(node: &str) -> Question {
+        Question {
+            node: node.to_string(),
+            message: format!("{node}?"),
+            schema: json!({"type": "object", "properties": {"ok": {"type": "boolean"}}}),
+            timeout_ms: None,
+        }
+    }
+
+    fn arguments() -> Map<String, Value> {
+        json!({"path": "a.txt"}).as_object().cloned().unwrap()
+    }
+
+    /// The first round stops at the question; the next answers it from the state, in any order
+    /// of the nodes, and stops at the next new one with both answers sealed.
+    #[test]
+    fn rounds_carry_the_answers() {
+        let sealer = Sealer::with_key(Some(KEY.into()));
+        let cancel = CancellationToken::new();
+        let first = Arc::new(Round::start(&sealer, "t", &arguments(), None, None, &cancel).unwrap());
+        let asker = first.asker();
+        assert!(asker(question("a")).now_or_never().is_none());
+        assert!(first.stop.is_cancelled() && !cancel.is_cancelled());
+        // A second question in the same round (a parallel branch) does not replace the first.
+        assert!(asker(question("b")).now_or_never().is_none());
+        let input = first.input_required(&sealer).unwrap().unwrap();
+        let sealed = input.request_state.clone().unwrap();
+        let asked = serde_json::to_value(&input).unwrap();
+        assert_eq!(asked["inputRequests"]["ask"]["params"]["message"], "a?", "{asked}");
+
+        let mut responses = InputResponses::new();
+        responses.insert(INPUT.into(), json!({"action": "accept", "content": {"ok": true}}));
+        let second = Arc::new(
+            Round::start(&sealer, "t", &arguments(), Some(&sealed), Some(&responses), &cancel)
+                .unwrap(),
+        );
+        let asker = second.asker();
+        let a = asker(question("a")).now_or_never().unwrap();
+        assert_eq!(a.unwrap(), json!({"ok": true}));
+        assert!(!second.stop.is_cancelled());
+        assert!(asker(question("b")).now_or_never().is_none());
+        let sealed = second.input_required(&sealer).unwrap().unwrap().request_state.unwrap();
+        responses.insert(INPUT.into(), json!({"action": "decline"}));
+        let third = Arc::new(
+            Round::start(&sealer, "t", &arguments(), Some(&sealed), Some(&responses), &cancel)
+                .unwrap(),
+        );
+        let asker = third.asker();
+        // Asked in the other order this time: each node still gets its own answer.
+        let b = asker(question("b")).now_or_never().unwrap();
+        assert_eq!(b.unwrap_err().kind, mcpgraph_compiler::ir::FailureKind::Declined);
+        let a = asker(question("a")).now_or_never().unwrap();
+        assert_eq!(a.unwrap(), json!({"ok": true}));
+        assert!(third.input_required(&sealer).is_none() && !third.stop.is_cancelled());
+    }
+
+    /// A state is bound to its tool, its arguments and its key.
+    #[test]
+    fn states_do_not_travel() {
+        let sealer = Sealer::with_key(Some(KEY.into()));
+        let cancel = CancellationToken::new();
+        let round = Arc::new(Round::start(&sealer, "t", &arguments(), None, None, &cancel).unwrap());
+        assert!(round.asker()(question("a")).now_or_never().is_none());
+        let sealed = round.input_required(&sealer).unwrap().unwrap().request_state.unwrap();
+        let other_args = json!({"path": "b.txt"}).as_object().cloned().unwrap();
+        assert!(Round::start(&sealer, "t", &other_args, Some(&sealed), None, &cancel).is_err());
+        assert!(Round::start(&sealer, "u", &arguments(), Some(&sealed), None, &cancel).is_err());
+        let other_key = Sealer::with_key(Some("another-key-0123456789abcdef0123456789".into()));
+        assert!(Round::start(&other_key, "t", &arguments(), Some(&sealed), None, &cancel).is_err());
+        assert!(Round::start(&sealer, "t", &arguments(), Some("forged"), None, &cancel).is_err());
+        assert!(Round::start(&sealer, "t", &arguments(), Some(&sealed), None, &cancel).is_ok());
+        let mut two = Map::new();
+        two.insert("b".into(), json!(1));
+        two.insert("a".into(), json!({"y": 2, "x": 1}));
+        let mut reordered = Map::new();
+        reordered.insert("a".into(), json!({"x": 1, "y": 2}));
+        reordered.insert("b".into(), json!(1));
+        assert_eq!(binding("t", &two), binding("t", &reordered));
+        // A short key is refused when a question is to be sealed, not silently weakened.
+        let short = Sealer::with_key(Some("short".into()));
+        let round = Arc::new(Round::start(&short, "t", &arguments(), None, None, &cancel).unwrap());
+        assert!(round.asker()(question("a")).now_or_never().is_none());
+        assert!(round.input_required(&short).unwrap().is_err());
+    }
 }

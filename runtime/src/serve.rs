@@ -64,6 +64,10 @@ impl std::str::FromStr for LogFormat {
 /// [`init_logging`] in `format`, with `default` as the filter when the environment sets none
 /// (HTTP serving logs each call: `warn,mcpgraph::call=info`).
 pub fn init_logging_as(format: LogFormat, default: &str) {
+    // Every process mcpgraph starts (serve, call, built servers) makes ring rustls' default, so
+    // no HTTP client of it can lack a TLS provider (reqwest panics without one). A `graph!`
+    // program, which does not come here, keeps its own choice.
+    crate::init_tls();
     let filter = std::env::var("MCPGRAPH_LOG")
         .or_else(|_| std::env::var("RUST_LOG"))
         .unwrap_or_else(|_| default.to_string());

@@ -247,6 +247,24 @@ impl GraphServer {
         self.inner.sealer.get_or_init(Sealer::from_env)
     }
 
+    /// Whether questions asked of 2026-07-28 clients can be sealed: the key in
+    /// `MCPGRAPH_REQUEST_STATE_KEY` is usable (or a random one was made). An HTTP server checks
+    /// it before serving, so a bad key is not found by the first question.
+    pub fn check_request_state_key(&self) -> Result<(), String> {
+        self.sealer().check()
+    }
+
+    /// Some tool of the served graph has an `ask` node.
+    pub fn asks(&self) -> bool {
+        self.current().engine().is_some_and(|engine| {
+            engine.graph().tools.iter().any(|tool| {
+                tool.nodes
+                    .iter()
+                    .any(|n| matches!(n.kind, mcpgraph_compiler::ir::NodeKind::Ask { .. }))
+            })
+        })
+    }
+
     /// The question round of a call from a 2026-07-28 client that advertised elicitation: such
     /// a client cannot be sent `elicitation/create`, so a run that asks stops and the call
     /// answers `input_required` (MRTR). `None` for every other client.
@@ -526,7 +544,14 @@ impl ServerHandler for GraphServer {
         // The version this call runs on to its end, even if a newer one is taken meanwhile.
         let version = self.current();
         let _running = Running::start(&self.inner.running);
-        let call = crate::metrics::CallGuard::start(&request.name);
+        // Made-up tool names share one label: they must not crowd the real tools out.
+        let label = match &version.state {
+            State::Ready { tools, .. } if tools.iter().any(|t| t.name == request.name) => {
+                request.name.as_ref()
+            }
+            _ => "(unknown tool)",
+        };
+        let call = crate::metrics::CallGuard::start(label);
         let engine = match &version.state {
             State::Ready { engine, .. } => engine,
             State::Broken { diagnostics } => {
