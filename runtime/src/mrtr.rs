@@ -297,7 +297,8 @@ mod tests {
     fn rounds_carry_the_answers() {
         let sealer = Sealer::with_key(Some(KEY.into()));
         let cancel = CancellationToken::new();
-        let first = Arc::new(Round::start(&sealer, "t", &arguments(), None, None, &cancel).unwrap());
+        let first =
+            Arc::new(Round::start(&sealer, "t", &arguments(), None, None, &cancel).unwrap());
         let asker = first.asker();
         assert!(asker(question("a")).now_or_never().is_none());
         assert!(first.stop.is_cancelled() && !cancel.is_cancelled());
@@ -306,29 +307,57 @@ mod tests {
         let input = first.input_required(&sealer).unwrap().unwrap();
         let sealed = input.request_state.clone().unwrap();
         let asked = serde_json::to_value(&input).unwrap();
-        assert_eq!(asked["inputRequests"]["ask"]["params"]["message"], "a?", "{asked}");
+        assert_eq!(
+            asked["inputRequests"]["ask"]["params"]["message"], "a?",
+            "{asked}"
+        );
 
         let mut responses = InputResponses::new();
-        responses.insert(INPUT.into(), json!({"action": "accept", "content": {"ok": true}}));
+        responses.insert(
+            INPUT.into(),
+            json!({"action": "accept", "content": {"ok": true}}),
+        );
         let second = Arc::new(
-            Round::start(&sealer, "t", &arguments(), Some(&sealed), Some(&responses), &cancel)
-                .unwrap(),
+            Round::start(
+                &sealer,
+                "t",
+                &arguments(),
+                Some(&sealed),
+                Some(&responses),
+                &cancel,
+            )
+            .unwrap(),
         );
         let asker = second.asker();
         let a = asker(question("a")).now_or_never().unwrap();
         assert_eq!(a.unwrap(), json!({"ok": true}));
         assert!(!second.stop.is_cancelled());
         assert!(asker(question("b")).now_or_never().is_none());
-        let sealed = second.input_required(&sealer).unwrap().unwrap().request_state.unwrap();
+        let sealed = second
+            .input_required(&sealer)
+            .unwrap()
+            .unwrap()
+            .request_state
+            .unwrap();
         responses.insert(INPUT.into(), json!({"action": "decline"}));
         let third = Arc::new(
-            Round::start(&sealer, "t", &arguments(), Some(&sealed), Some(&responses), &cancel)
-                .unwrap(),
+            Round::start(
+                &sealer,
+                "t",
+                &arguments(),
+                Some(&sealed),
+                Some(&responses),
+                &cancel,
+            )
+            .unwrap(),
         );
         let asker = third.asker();
         // Asked in the other order this time: each node still gets its own answer.
         let b = asker(question("b")).now_or_never().unwrap();
-        assert_eq!(b.unwrap_err().kind, mcpgraph_compiler::ir::FailureKind::Declined);
+        assert_eq!(
+            b.unwrap_err().kind,
+            mcpgraph_compiler::ir::FailureKind::Declined
+        );
         let a = asker(question("a")).now_or_never().unwrap();
         assert_eq!(a.unwrap(), json!({"ok": true}));
         assert!(third.input_required(&sealer).is_none() && !third.stop.is_cancelled());
@@ -339,9 +368,15 @@ mod tests {
     fn states_do_not_travel() {
         let sealer = Sealer::with_key(Some(KEY.into()));
         let cancel = CancellationToken::new();
-        let round = Arc::new(Round::start(&sealer, "t", &arguments(), None, None, &cancel).unwrap());
+        let round =
+            Arc::new(Round::start(&sealer, "t", &arguments(), None, None, &cancel).unwrap());
         assert!(round.asker()(question("a")).now_or_never().is_none());
-        let sealed = round.input_required(&sealer).unwrap().unwrap().request_state.unwrap();
+        let sealed = round
+            .input_required(&sealer)
+            .unwrap()
+            .unwrap()
+            .request_state
+            .unwrap();
         let other_args = json!({"path": "b.txt"}).as_object().cloned().unwrap();
         assert!(Round::start(&sealer, "t", &other_args, Some(&sealed), None, &cancel).is_err());
         assert!(Round::start(&sealer, "u", &arguments(), Some(&sealed), None, &cancel).is_err());
