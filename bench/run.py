@@ -9,7 +9,8 @@ jsonata-js. Writes bench/RESULTS.md and the table in README.md (between the benc
 
 `--only fanout` measures just the fan-out of a `map` (bench/graphs/fanout.yaml: 100 calls of the
 mock's `nap` with ms 0 at concurrency 1, 10 and 64, through `mcpgraph serve`) and rewrites only
-its part of the table (between the fanout markers), in a minute or so.
+its part of the table (between the fanout markers), in a minute or so. `--only http` runs the HTTP
+benchmark instead (bench/http.py, its own table).
 """
 import argparse
 import datetime
@@ -225,10 +226,18 @@ def ratio(theirs, ours):
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="fewer calls (a smoke run)")
-    ap.add_argument("--only", choices=["fanout"], help="measure only this part and rewrite only its table")
+    ap.add_argument("--only", choices=["fanout", "http"], help="measure only this part and rewrite only its table")
     a = ap.parse_args()
     if a.only == "fanout":
         only_fanout(a.quick)
+        return
+    if a.only == "http":
+        # Loaded by path: as a module named `http` it would stand in for the standard library's.
+        sys.dont_write_bytecode = True  # no bench/__pycache__ in the tree
+        spec = importlib.util.spec_from_file_location("bench_http", os.path.join(ROOT, "bench", "http.py"))
+        bench_http = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(bench_http)
+        bench_http.main(a.quick)
         return
     main_js = setup()
     bins, build_times, cold_build = build_servers()

@@ -1,11 +1,17 @@
 //! The floor: a minimal rmcp server with one tool (`echo_value`, `{"value": v}` → `{"result": v}`),
 //! hand-written like mcpgraph's. A graph server cannot answer faster than this.
+//!
+//! Over stdio by default (bench/run.py); `--http ADDR` serves the same handler over streamable
+//! HTTP, stateless, at `/mcp`, as `mcpgraph serve --http` does (bench/http.py), and prints its
+//! address on stderr the way mcpgraph does.
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, InitializeResult,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, Tool,
 };
 use rmcp::service::{RequestContext, RoleServer};
+use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -52,10 +58,40 @@ async fn main() -> Result<(), String> {
         "Echoes its value",
         Arc::new(schema.as_object().cloned().unwrap_or_default()),
     );
-    let service = Floor { tool }
+    let floor = Floor { tool };
+    // Any other arguments are ignored, as they always were: stdio.
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.as_slice() {
+        [flag, addr] if flag == "--http" => serve_http(floor, addr).await,
+        [flag, ..] if flag == "--http" => Err("usage: floor-server [--http ADDR]".to_string()),
+        _ => serve_stdio(floor).await,
+    }
+}
+
+async fn serve_stdio(floor: Floor) -> Result<(), String> {
+    let service = floor
         .serve(rmcp::transport::stdio())
         .await
         .map_err(|e| e.to_string())?;
     service.waiting().await.map_err(|e| e.to_string())?;
     Ok(())
+}
+
+/// The same handler behind rmcp's `StreamableHttpService` with rmcp's defaults, made stateless
+/// the way mcpgraph's is (no session manager, no legacy sessions), so the two differ only in
+/// what mcpgraph adds: the graph, its checks, its logging and its middleware. Runs until killed.
+async fn serve_http(floor: Floor, addr: &str) -> Result<(), String> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    let local = listener.local_addr().map_err(|e| e.to_string())?;
+    let config = StreamableHttpServerConfig::default().with_legacy_session_mode(false);
+    let service = StreamableHttpService::new(
+        move || Ok(floor.clone()),
+        Arc::new(NeverSessionManager::default()),
+        config,
+    );
+    let app = axum::Router::new().route_service("/mcp", service);
+    eprintln!("floor-server: serving floor at http://{local}/mcp (stateless)");
+    axum::serve(listener, app).await.map_err(|e| e.to_string())
 }
