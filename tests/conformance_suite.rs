@@ -31,7 +31,60 @@ const RUN_LIMIT: Duration = Duration::from_secs(120);
 /// still fails.
 #[test]
 fn active_suite_passes_on_a_stateless_server_but_for_the_baseline() {
-    let server = HttpServer::start(&[]);
+    active_suite_passes(&HttpServer::start(&[]));
+}
+
+/// The same suite against a server built by `mcpgraph build --static` (in tests/build.rs's
+/// shared cache, so the runtime is compiled once for all of them), which must also answer the
+/// Python `mcp` client in both protocol eras.
+#[test]
+fn a_built_static_server_passes_it_too() {
+    let bins = common::root().join("target/mcpgraph-test-bins");
+    std::fs::create_dir_all(&bins).expect("bins dir");
+    let binary = bins.join("conformance-static");
+    let status = Command::new(common::mcpgraph())
+        .arg("build")
+        .arg(common::root().join(GRAPH))
+        .arg("-o")
+        .arg(&binary)
+        .arg("--static")
+        .env(
+            "MCPGRAPH_CACHE_DIR",
+            common::root().join("target/mcpgraph-test-cache"),
+        )
+        .status()
+        .expect("mcpgraph build runs");
+    assert!(status.success(), "mcpgraph build {GRAPH} --static failed");
+    let mut command = Command::new(&binary);
+    command.args(["--http", "127.0.0.1:0"]);
+    let server = HttpServer::spawn(command);
+    active_suite_passes(&server);
+    for mode in ["2026-07-28", "legacy"] {
+        let output = Command::new(common::root().join("target/test-venv/bin/python"))
+            .arg(common::root().join("tests/support/http_client.py"))
+            .args(["call", mode, &server.url, "test_simple_text", "{}"])
+            .stdin(Stdio::null())
+            .output()
+            .expect("python runs");
+        let report: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+            panic!(
+                "no report from the Python client ({e}):\n{}\n{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            )
+        });
+        let expected_protocol = if mode == "legacy" { "2025-11-25" } else { mode };
+        assert_eq!(report["protocol"], expected_protocol, "{report}");
+        assert_eq!(report["is_error"], false, "{report}");
+        // A string result is its JSON text, as over stdio.
+        assert_eq!(
+            report["text"], "\"This is a simple text response for testing.\"",
+            "{report}"
+        );
+    }
+}
+
+fn active_suite_passes(server: &HttpServer) {
     let baseline = common::root().join(BASELINE);
     let run = Suite::run(
         "active",
@@ -130,9 +183,16 @@ struct HttpServer {
 
 impl HttpServer {
     fn start(extra: &[&str]) -> HttpServer {
-        let mut child = Command::new(common::mcpgraph())
+        let mut command = Command::new(common::mcpgraph());
+        command
             .args(["serve", GRAPH, "--http", "127.0.0.1:0"])
-            .args(extra)
+            .args(extra);
+        HttpServer::spawn(command)
+    }
+
+    /// `command`, which serves HTTP and says where on stderr.
+    fn spawn(mut command: Command) -> HttpServer {
+        let mut child = command
             .current_dir(common::root())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
