@@ -88,7 +88,7 @@ fn active_suite_passes(server: &HttpServer) {
     let baseline = common::root().join(BASELINE);
     let run = Suite::run(
         "active",
-        &server,
+        server,
         &[
             "--suite".as_ref(),
             "active".as_ref(),
