@@ -31,7 +31,7 @@ const RUN_LIMIT: Duration = Duration::from_secs(120);
 /// still fails.
 #[test]
 fn active_suite_passes_on_a_stateless_server_but_for_the_baseline() {
-    active_suite_passes(&HttpServer::start(&[]));
+    active_suite_passes("active", &HttpServer::start(&[]));
 }
 
 /// The same suite against a server built by `mcpgraph build --static` (in tests/build.rs's
@@ -58,7 +58,8 @@ fn a_built_static_server_passes_it_too() {
     let mut command = Command::new(&binary);
     command.args(["--http", "127.0.0.1:0"]);
     let server = HttpServer::spawn(command);
-    active_suite_passes(&server);
+    // Its own results directory: the tests of this file run side by side.
+    active_suite_passes("active-built", &server);
     for mode in ["2026-07-28", "legacy"] {
         let output = Command::new(common::root().join("target/test-venv/bin/python"))
             .arg(common::root().join("tests/support/http_client.py"))
@@ -84,10 +85,10 @@ fn a_built_static_server_passes_it_too() {
     }
 }
 
-fn active_suite_passes(server: &HttpServer) {
+fn active_suite_passes(name: &str, server: &HttpServer) {
     let baseline = common::root().join(BASELINE);
     let run = Suite::run(
-        "active",
+        name,
         server,
         &[
             "--suite".as_ref(),
