@@ -4,7 +4,7 @@
 //! token (required off loopback unless waived), a body limit. `/healthz`, `/readyz` and
 //! `/metrics` for operators; SIGTERM drains the calls in flight before the process exits.
 
-use crate::serve::{LogFormat, ServeError, init_logging_as, shutdown_signal};
+use crate::serve::{LogFormat, ServeError, init_logging_as, run_serving, shutdown_signal};
 use crate::server::GraphServer;
 use axum::body::Body;
 use axum::extract::State;
@@ -157,25 +157,7 @@ pub fn run_http(
         options.log_format,
         "warn,mcpgraph::call=info,mcpgraph_runtime::http=info",
     );
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::from(1);
-        }
-    };
-    let outcome = runtime.block_on(async move { serve_http(make_server()?, options).await });
-    runtime.shutdown_timeout(Duration::from_millis(100));
-    match outcome {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::from(1)
-        }
-    }
+    run_serving(async move { serve_http(make_server()?, options).await })
 }
 
 /// Why HTTP serving could not start.

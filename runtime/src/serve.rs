@@ -109,6 +109,14 @@ pub fn call_once(
 /// shutdown. Exit 0, or 1 with the error on stderr.
 pub fn run_stdio(make_server: impl FnOnce() -> Result<GraphServer, ServeError>) -> ExitCode {
     init_logging();
+    run_serving(async move { serve_stdio(make_server()?).await })
+}
+
+/// A serving process's body on a multi-threaded runtime, bounded at its end; exit 0, or 1 with
+/// the error on stderr. Shared by stdio and HTTP serving.
+pub(crate) fn run_serving(
+    serving: impl std::future::Future<Output = Result<(), ServeError>>,
+) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -116,7 +124,7 @@ pub fn run_stdio(make_server: impl FnOnce() -> Result<GraphServer, ServeError>) 
         Ok(runtime) => runtime,
         Err(e) => return exit_code(Err(ServeError::Runtime(e))),
     };
-    let outcome = runtime.block_on(async move { serve_stdio(make_server()?).await });
+    let outcome = runtime.block_on(serving);
     // Runs still pending on worker threads must not keep the process alive.
     runtime.shutdown_timeout(RUNTIME_GRACE);
     exit_code(outcome)
