@@ -1,0 +1,1367 @@
+// mcpgraph studio: the browser page. It draws the selected tool of the graph from the layout the
+// server computed (GET /api/graph), runs it (POST /api/runs), follows the run through the server's
+// events (GET /api/events) and shows what every node saw (GET /api/runs/{run}/records/{index}).
+// The HTTP/SSE contract is docs/studio.md. No framework and no build step: the file is served as is.
+'use strict';
+
+(() => {
+  const SVG_NS = 'http://www.w3.org/2000/svg';
+  const PSEUDO_TYPES = new Set(['item', 'branch']);
+  const NODE_STATES = new Set(['pending', 'running', 'done', 'failed', 'paused']);
+  const RUN_ACTIVE = new Set(['running', 'paused']);
+
+  // The whole model of the page; the DOM is drawn from it.
+  const model = {
+    graph: null, // the last answer of GET /api/graph
+    tool: null, // the selected tool's name
+    breakpoints: new Map(), // tool name -> Set of node ids
+    savedArgs: new Map(), // tool name -> the arguments last typed for it
+    run: null, // {id, tool, state, pausedAt}
+    nodes: new Map(), // node id -> {state, durationMs, count}
+    records: new Map(), // record index -> RECORD
+    result: null, // {state, result, error} from the `end` event
+    lastDone: null, // the node that finished last (to mark the edge taken next)
+    taken: new Set(), // "from\u0000to" of the edges this run went along
+    highlight: null, // the node highlighted from the history
+    expanded: null, // the record index whose detail row is open
+    conn: 'connecting',
+  };
+
+  // What is drawn now, to update it in place.
+  const view = {
+    nodes: new Map(), // node id -> {g, stats, type}
+    edges: [], // {path, from, to, kind}
+    rows: new Map(), // record index -> tr.record
+    formTool: null, // the tool the input form was built for
+    fields: [], // the input form's fields: {name, kind, input, schema, required}
+    extraArgs: {}, // raw JSON keys that have no field in the form
+  };
+
+  // ---------------------------------------------------------------- DOM helpers
+
+  const $ = (selector, root = document) => root.querySelector(selector);
+
+  function setAttrs(node, attrs) {
+    for (const [key, value] of Object.entries(attrs || {})) {
+      if (value === null || value === undefined || value === false) continue;
+      node.setAttribute(key, value === true ? '' : String(value));
+    }
+    return node;
+  }
+
+  function appendAll(node, children) {
+    for (const child of children) {
+      if (child === null || child === undefined || child === false) continue;
+      node.append(typeof child === 'string' || typeof child === 'number' ? String(child) : child);
+    }
+    return node;
+  }
+
+  function h(tag, attrs, ...children) {
+    return appendAll(setAttrs(document.createElement(tag), attrs), children);
+  }
+
+  function s(tag, attrs, ...children) {
+    return appendAll(setAttrs(document.createElementNS(SVG_NS, tag), attrs), children);
+  }
+
+  function toggleAttr(node, name, value) {
+    if (value === null || value === undefined || value === false) node.removeAttribute(name);
+    else node.setAttribute(name, String(value));
+  }
+
+  // ---------------------------------------------------------------- formatting
+
+  function fmtMs(value) {
+    if (typeof value !== 'number' || !Number.isFinite(value)) return '';
+    if (value < 1) return value.toFixed(3);
+    if (value < 100) return value.toFixed(2);
+    return value.toFixed(0);
+  }
+
+  function pretty(value) {
+    if (value === undefined) return '';
+    try {
+      return JSON.stringify(value, null, 2);
+    } catch (_) {
+      return String(value);
+    }
+  }
+
+  function preview(value, max = 60) {
+    if (value === undefined) return '';
+    let text;
+    try {
+      text = JSON.stringify(value);
+    } catch (_) {
+      text = String(value);
+    }
+    if (text === undefined) return '';
+    return text.length > max ? text.slice(0, max - 1) + '\u2026' : text;
+  }
+
+  function clip(text, maxChars) {
+    if (maxChars < 2 || text.length <= maxChars) return text;
+    return text.slice(0, maxChars - 1) + '\u2026';
+  }
+
+  function errorText(err) {
+    return err && err.message ? err.message : String(err);
+  }
+
+  // ---------------------------------------------------------------- HTTP
+
+  async function api(method, url, body) {
+    const options = { method, headers: { Accept: 'application/json' } };
+    if (body !== undefined) {
+      options.headers['Content-Type'] = 'application/json';
+      options.body = JSON.stringify(body);
+    }
+    const response = await fetch(url, options);
+    const text = await response.text();
+    let data = null;
+    if (text) {
+      try {
+        data = JSON.parse(text);
+      } catch (_) {
+        data = text;
+      }
+    }
+    if (!response.ok) {
+      let detail = typeof data === 'string' ? data : '';
+      if (data && typeof data === 'object') {
+        const e = data.error !== undefined ? data.error : data.message;
+        detail = e && typeof e === 'object' ? e.message || JSON.stringify(e) : String(e ?? JSON.stringify(data));
+      }
+      throw new Error(`${method} ${url}: ${response.status}${detail ? ' ' + detail : ''}`);
+    }
+    return data;
+  }
+
+  function showMessage(text) {
+    const box = $('#message');
+    box.textContent = text || '';
+    box.hidden = !text;
+  }
+
+  // ---------------------------------------------------------------- the graph
+
+  let graphLoading = false;
+  let graphAgain = false;
+
+  // Fetches /api/graph and redraws; calls made while one is in flight fold into one more fetch.
+  async function loadGraph() {
+    if (graphLoading) {
+      graphAgain = true;
+      return;
+    }
+    graphLoading = true;
+    try {
+      do {
+        graphAgain = false;
+        try {
+          const graph = await api('GET', '/api/graph');
+          if (!model.graph || typeof graph.version !== 'number' || graph.version >= (model.graph.version ?? -1)) {
+            applyGraph(graph);
+          }
+        } catch (err) {
+          showMessage(`could not load the graph: ${errorText(err)}`);
+        }
+      } while (graphAgain);
+    } finally {
+      graphLoading = false;
+    }
+  }
+
+  function tools() {
+    return (model.graph && Array.isArray(model.graph.tools)) ? model.graph.tools : [];
+  }
+
+  function currentTool() {
+    return tools().find((t) => t.name === model.tool) || null;
+  }
+
+  function applyGraph(graph) {
+    saveArgs();
+    model.graph = graph;
+    $('#file').textContent = graph.file || '';
+    $('#file').title = graph.file ? `${graph.file} (version ${graph.version})` : '';
+    document.title = graph.file ? `${graph.file} \u2014 mcpgraph studio` : 'mcpgraph studio';
+    const list = tools();
+    // A graph that does not check has no tools: keep the selection for when it checks again.
+    if (graph.checks && !list.some((t) => t.name === model.tool)) {
+      // A run in flight names its tool; otherwise the first one.
+      const runTool = model.run && list.some((t) => t.name === model.run.tool) ? model.run.tool : null;
+      model.tool = runTool || (list[0] ? list[0].name : null);
+    }
+    renderDiagnostics();
+    renderTools();
+    renderForm();
+    drawGraph();
+    renderControls();
+  }
+
+  function selectTool(name) {
+    if (name === model.tool) return;
+    saveArgs();
+    model.tool = name;
+    model.highlight = null;
+    renderTools();
+    renderForm();
+    drawGraph();
+    renderControls();
+  }
+
+  function renderTools() {
+    const box = $('#tools');
+    box.replaceChildren();
+    const list = tools();
+    if (model.graph && !model.graph.checks) {
+      box.append(h('p', { class: 'muted' }, 'No tools: the graph does not check.'));
+      return;
+    }
+    if (list.length === 0) {
+      box.append(h('p', { class: 'muted' }, model.graph ? 'The graph has no tools.' : 'Loading\u2026'));
+      return;
+    }
+    for (const tool of list) {
+      const button = h('button', {
+        type: 'button',
+        class: tool.name === model.tool ? 'tool selected' : 'tool',
+        'data-tool': tool.name,
+        'aria-pressed': tool.name === model.tool ? 'true' : 'false',
+        title: tool.description || tool.name,
+      },
+      h('span', { class: 'tool-name' }, tool.name),
+      tool.description ? h('span', { class: 'tool-description' }, tool.description) : null);
+      button.addEventListener('click', () => selectTool(tool.name));
+      box.append(button);
+    }
+  }
+
+  function renderDiagnostics() {
+    const graph = model.graph;
+    const box = $('#diagnostics');
+    const failing = !!graph && !graph.checks;
+    box.hidden = !failing;
+    $('#canvas').hidden = failing;
+    $('#legend').hidden = failing;
+    const list = $('#diagnostic-list');
+    const ol = $('#source ol');
+    list.replaceChildren();
+    ol.replaceChildren();
+    if (!failing) return;
+
+    const diagnostics = Array.isArray(graph.diagnostics) ? graph.diagnostics : [];
+    const flagged = new Map(); // line -> worst severity
+    for (const d of diagnostics) {
+      const line = Number.isInteger(d.line) ? d.line : null;
+      if (line !== null) {
+        const worst = flagged.get(line);
+        if (worst !== 'error') flagged.set(line, d.severity || 'error');
+      }
+      const item = h('li', {
+        class: `diagnostic severity-${d.severity || 'error'}`,
+        'data-line': line,
+        tabindex: '0',
+        title: line !== null ? `show line ${line}` : null,
+      },
+      h('div', { class: 'diagnostic-head' },
+        h('span', { class: 'severity' }, d.severity || 'error'),
+        d.code ? h('span', { class: 'code mono' }, d.code) : null,
+        h('span', { class: 'message' }, d.message || ''),
+        line !== null ? h('span', { class: 'where mono' }, `${line}:${d.column ?? 1}`) : null),
+      d.label ? h('div', { class: 'label' }, d.label) : null,
+      d.help ? h('div', { class: 'help' }, 'help: ', d.help) : null);
+      if (line !== null) {
+        const go = () => showSourceLine(line);
+        item.addEventListener('click', go);
+        item.addEventListener('keydown', (e) => {
+          if (e.key === 'Enter' || e.key === ' ') {
+            e.preventDefault();
+            go();
+          }
+        });
+      }
+      list.append(item);
+    }
+    if (diagnostics.length === 0 && graph.rendered) {
+      list.append(h('li', { class: 'diagnostic' }, h('pre', { class: 'mono' }, graph.rendered)));
+    }
+
+    const lines = String(graph.source ?? '').split('\n');
+    if (lines.length > 1 && lines[lines.length - 1] === '') lines.pop();
+    lines.forEach((text, i) => {
+      const n = i + 1;
+      const severity = flagged.get(n);
+      ol.append(h('li', {
+        'data-line': n,
+        class: severity ? `flagged severity-${severity}` : null,
+      }, text === '' ? '\u200b' : text));
+    });
+  }
+
+  function showSourceLine(line) {
+    const target = $(`#source li[data-line="${line}"]`);
+    if (!target) return;
+    for (const li of document.querySelectorAll('#source li.current')) li.classList.remove('current');
+    target.classList.add('current');
+    target.scrollIntoView({ block: 'center', behavior: 'smooth' });
+  }
+
+  // ---------------------------------------------------------------- drawing
+
+  const MARKERS = {
+    arrow: 'arrow',
+    error: 'arrow-error',
+    soft: 'arrow-soft',
+    taken: 'arrow-taken',
+  };
+
+  function markerFor(kind, taken) {
+    if (taken) return MARKERS.taken;
+    if (kind === 'onError') return MARKERS.error;
+    if (kind === 'item' || kind === 'branch') return MARKERS.soft;
+    return MARKERS.arrow;
+  }
+
+  function pathData(points) {
+    return points.map((p, i) => `${i === 0 ? 'M' : 'L'}${p[0]},${p[1]}`).join(' ');
+  }
+
+  // The point halfway along a polyline, for the edge's label.
+  function midpoint(points) {
+    if (points.length === 1) return points[0];
+    let total = 0;
+    const lengths = [];
+    for (let i = 1; i < points.length; i++) {
+      const l = Math.hypot(points[i][0] - points[i - 1][0], points[i][1] - points[i - 1][1]);
+      lengths.push(l);
+      total += l;
+    }
+    let rest = total / 2;
+    for (let i = 1; i < points.length; i++) {
+      const l = lengths[i - 1];
+      if (rest <= l && l > 0) {
+        const t = rest / l;
+        return [
+          points[i - 1][0] + (points[i][0] - points[i - 1][0]) * t,
+          points[i - 1][1] + (points[i][1] - points[i - 1][1]) * t,
+        ];
+      }
+      rest -= l;
+    }
+    return points[points.length - 1];
+  }
+
+  function validPoints(points) {
+    return Array.isArray(points)
+      ? points.filter((p) => Array.isArray(p) && p.length >= 2 && Number.isFinite(p[0]) && Number.isFinite(p[1]))
+      : [];
+  }
+
+  // The shapes of a node by its kind; every shape element has class `shape` (coloured by state).
+  function nodeShapes(type, x, y, w, hgt) {
+    const shapes = [];
+    const cls = 'shape';
+    switch (type) {
+      case 'entry':
+      case 'exit':
+        shapes.push(s('rect', { class: cls, x, y, width: w, height: hgt, rx: hgt / 2, ry: hgt / 2 }));
+        break;
+      case 'switch': {
+        const inset = Math.min(hgt / 2, 16);
+        const pts = [
+          [x + inset, y], [x + w - inset, y], [x + w, y + hgt / 2],
+          [x + w - inset, y + hgt], [x + inset, y + hgt], [x, y + hgt / 2],
+        ].map((p) => p.join(',')).join(' ');
+        shapes.push(s('polygon', { class: cls, points: pts }));
+        break;
+      }
+      case 'mcp':
+        shapes.push(s('rect', { class: cls, x, y, width: w, height: hgt, rx: 3, ry: 3 }));
+        shapes.push(s('rect', { class: 'shape inner', x: x + 3.5, y: y + 3.5, width: Math.max(0, w - 7), height: Math.max(0, hgt - 7), rx: 1.5, ry: 1.5 }));
+        break;
+      case 'map':
+      case 'parallel':
+        shapes.push(s('rect', { class: 'shape stack', x: x + 8, y: y - 8, width: w, height: hgt, rx: 4, ry: 4 }));
+        shapes.push(s('rect', { class: 'shape stack', x: x + 4, y: y - 4, width: w, height: hgt, rx: 4, ry: 4 }));
+        shapes.push(s('rect', { class: cls, x, y, width: w, height: hgt, rx: 4, ry: 4 }));
+        break;
+      case 'ask':
+        shapes.push(s('rect', { class: cls, x, y, width: w, height: hgt, rx: 12, ry: 12 }));
+        shapes.push(s('path', { class: 'shape ask-tail', d: `M${x + 18},${y + hgt - 0.5} l-6,9 l14,-9` }));
+        break;
+      case 'item':
+      case 'branch':
+        shapes.push(s('rect', { class: cls, x, y, width: w, height: hgt, rx: 6, ry: 6 }));
+        break;
+      default: // transform and anything newer
+        shapes.push(s('rect', { class: cls, x, y, width: w, height: hgt, rx: 3, ry: 3 }));
+    }
+    return shapes;
+  }
+
+  function drawGraph() {
+    const svg = $('#graph');
+    svg.replaceChildren();
+    view.nodes.clear();
+    view.edges = [];
+    const tool = currentTool();
+    const empty = $('#empty');
+    if (!tool) {
+      svg.setAttribute('width', '0');
+      svg.setAttribute('height', '0');
+      svg.removeAttribute('viewBox');
+      const failing = model.graph && !model.graph.checks;
+      empty.hidden = failing || !model.graph;
+      empty.textContent = model.graph ? 'No tool to draw.' : '';
+      return;
+    }
+    empty.hidden = true;
+
+    const nodes = Array.isArray(tool.nodes) ? tool.nodes : [];
+    const edges = Array.isArray(tool.edges) ? tool.edges : [];
+
+    // The drawing's extent: the server's size, grown to whatever sticks out of it.
+    let maxX = Number(tool.width) || 0;
+    let maxY = Number(tool.height) || 0;
+    let minX = 0;
+    let minY = 0;
+    for (const n of nodes) {
+      maxX = Math.max(maxX, n.x + n.width + 12);
+      maxY = Math.max(maxY, n.y + n.height);
+      minX = Math.min(minX, n.x - 18);
+      minY = Math.min(minY, n.y - 14);
+    }
+    for (const e of edges) {
+      for (const p of validPoints(e.points)) {
+        maxX = Math.max(maxX, p[0]);
+        maxY = Math.max(maxY, p[1]);
+        minX = Math.min(minX, p[0]);
+        minY = Math.min(minY, p[1]);
+      }
+    }
+    const pad = 20;
+    const vx = minX - pad;
+    const vy = minY - pad;
+    const vw = maxX - minX + 2 * pad;
+    const vh = maxY - minY + 2 * pad;
+    svg.setAttribute('viewBox', `${vx} ${vy} ${vw} ${vh}`);
+    svg.setAttribute('width', String(Math.ceil(vw)));
+    svg.setAttribute('height', String(Math.ceil(vh)));
+
+    const defs = s('defs');
+    for (const [name, id] of Object.entries(MARKERS)) {
+      defs.append(s('marker', {
+        // userSpaceOnUse: the head keeps its size whatever the edge's stroke width.
+        id, viewBox: '0 0 10 10', refX: 9, refY: 5, markerWidth: 9, markerHeight: 9,
+        markerUnits: 'userSpaceOnUse', orient: 'auto-start-reverse',
+      }, s('path', { d: 'M0,0 L10,5 L0,10 z', class: `arrow-head ${name}` })));
+    }
+    svg.append(defs);
+
+    const edgeLayer = s('g', { class: 'edges' });
+    const nodeLayer = s('g', { class: 'nodes' });
+    const labelLayer = s('g', { class: 'edge-labels' });
+
+    for (const e of edges) {
+      const points = validPoints(e.points);
+      if (points.length < 2) continue;
+      const kind = e.kind || 'next';
+      const taken = model.taken.has(`${e.from}\u0000${e.to}`);
+      const path = s('path', {
+        class: taken ? 'edge taken' : 'edge',
+        d: pathData(points),
+        'data-from': e.from,
+        'data-to': e.to,
+        'data-kind': kind,
+        'marker-end': `url(#${markerFor(kind, taken)})`,
+      });
+      if (e.label) path.append(s('title', {}, e.label));
+      edgeLayer.append(path);
+      view.edges.push({ path, from: e.from, to: e.to, kind });
+      if (e.label) {
+        const [mx, my] = midpoint(points);
+        labelLayer.append(s('text', {
+          class: `edge-label kind-${kind}`,
+          x: mx.toFixed(1),
+          y: (my - 4).toFixed(1),
+          'text-anchor': 'middle',
+          'data-from': e.from,
+          'data-to': e.to,
+        }, e.label));
+      }
+    }
+
+    for (const n of nodes) {
+      const type = n.type || 'transform';
+      const pseudo = PSEUDO_TYPES.has(type);
+      const { x, y } = n;
+      const w = n.width;
+      const hgt = n.height;
+      const g = s('g', {
+        class: `node type-${type}${pseudo ? ' pseudo' : ''}`,
+        'data-node': n.id,
+        'data-type': type,
+        'data-state': 'pending',
+      });
+      const tip = [`${n.id} (${type})`];
+      if (n.detail) tip.push(n.detail);
+      if (!pseudo) tip.push('click: set or clear a breakpoint');
+      g.append(s('title', {}, tip.join('\n')));
+      for (const shape of nodeShapes(type, x, y, w, hgt)) g.append(shape);
+
+      const cx = x + w / 2;
+      const charW = pseudo ? 6.2 : 7.2;
+      const showDetail = !!n.detail && hgt >= 36 && n.detail !== n.id && n.detail !== type;
+      const inset = type === 'switch' ? Math.min(hgt / 2, 16) : (type === 'entry' || type === 'exit') ? hgt / 3 : 6;
+      const room = Math.floor((w - 2 * inset) / charW);
+      const mainText = pseudo ? (n.label || n.id) : n.id;
+      g.append(s('text', {
+        class: 'node-label',
+        x: cx,
+        y: showDetail ? y + hgt / 2 - 2 : y + hgt / 2 + 4,
+        'text-anchor': 'middle',
+      }, clip(String(mainText), room)));
+      if (showDetail) {
+        g.append(s('text', {
+          class: 'node-detail',
+          x: cx,
+          y: y + hgt / 2 + 11,
+          'text-anchor': 'middle',
+        }, clip(String(n.detail), Math.floor((w - 2 * inset) / 5.6))));
+      }
+      const stats = s('text', { class: 'node-stats', x: x + w, y: y - 5, 'text-anchor': 'end' });
+      g.append(stats);
+      if (!pseudo) {
+        g.append(s('circle', { class: 'bp-dot', cx: x - 9, cy: y + hgt / 2, r: 5 }));
+        g.addEventListener('click', () => toggleBreakpoint(n.id));
+      }
+      nodeLayer.append(g);
+      view.nodes.set(n.id, { g, stats, type });
+    }
+
+    svg.append(edgeLayer, nodeLayer, labelLayer);
+    for (const id of view.nodes.keys()) renderNode(id);
+  }
+
+  function renderNode(id) {
+    const entry = view.nodes.get(id);
+    if (!entry) return;
+    const info = model.nodes.get(id);
+    const state = info && NODE_STATES.has(info.state) ? info.state : 'pending';
+    entry.g.setAttribute('data-state', state);
+    const bps = model.breakpoints.get(model.tool);
+    toggleAttr(entry.g, 'data-breakpoint', !PSEUDO_TYPES.has(entry.type) && bps && bps.has(id) ? 'true' : null);
+    entry.g.classList.toggle('highlight', model.highlight === id);
+    let text = '';
+    if (info && typeof info.count === 'number') {
+      text = `\u00d7${info.count}`;
+      if (typeof info.durationMs === 'number') text += ` \u00b7 ${fmtMs(info.durationMs)} ms`;
+    } else if (info && typeof info.durationMs === 'number') {
+      text = `${fmtMs(info.durationMs)} ms`;
+    }
+    entry.stats.textContent = text;
+  }
+
+  function renderAllNodes() {
+    for (const id of view.nodes.keys()) renderNode(id);
+  }
+
+  function markTaken(from, to) {
+    const key = `${from}\u0000${to}`;
+    if (model.taken.has(key)) return;
+    model.taken.add(key);
+    for (const e of view.edges) {
+      if (e.from === from && e.to === to) {
+        e.path.classList.add('taken');
+        e.path.setAttribute('marker-end', `url(#${markerFor(e.kind, true)})`);
+      }
+    }
+  }
+
+  function hasEdge(from, to) {
+    const tool = currentTool();
+    return !!tool && Array.isArray(tool.edges) && tool.edges.some((e) => e.from === from && e.to === to);
+  }
+
+  function setHighlight(id) {
+    const before = model.highlight;
+    model.highlight = id;
+    if (before) renderNode(before);
+    if (id) {
+      renderNode(id);
+      const entry = view.nodes.get(id);
+      if (entry && typeof entry.g.scrollIntoView === 'function') {
+        entry.g.scrollIntoView({ block: 'nearest', inline: 'nearest', behavior: 'smooth' });
+      }
+    }
+  }
+
+  // ---------------------------------------------------------------- breakpoints
+
+  function breakpointSet(tool) {
+    let set = model.breakpoints.get(tool);
+    if (!set) {
+      set = new Set();
+      model.breakpoints.set(tool, set);
+    }
+    return set;
+  }
+
+  // The breakpoints of a tool that name its real nodes, in drawing order.
+  function breakpointList(tool) {
+    const set = model.breakpoints.get(tool.name);
+    if (!set) return [];
+    return (tool.nodes || [])
+      .filter((n) => set.has(n.id) && !PSEUDO_TYPES.has(n.type))
+      .map((n) => n.id);
+  }
+
+  function toggleBreakpoint(id) {
+    const tool = currentTool();
+    if (!tool) return;
+    const node = (tool.nodes || []).find((n) => n.id === id);
+    if (!node || PSEUDO_TYPES.has(node.type)) return;
+    const set = breakpointSet(tool.name);
+    if (set.has(id)) set.delete(id);
+    else set.add(id);
+    renderNode(id);
+    const run = model.run;
+    if (run && run.tool === tool.name && RUN_ACTIVE.has(run.state)) {
+      api('PUT', `/api/runs/${run.id}/breakpoints`, breakpointList(tool))
+        .then(() => showMessage(''))
+        .catch((err) => showMessage(`breakpoints not set: ${errorText(err)}`));
+    }
+  }
+
+  // ---------------------------------------------------------------- the input form
+
+  function firstType(schema) {
+    const t = schema && schema.type;
+    if (Array.isArray(t)) return t.find((x) => x !== 'null') || t[0];
+    return t;
+  }
+
+  function fieldKind(schema) {
+    if (!schema || typeof schema !== 'object') return 'json';
+    if (Array.isArray(schema.enum) && schema.enum.length > 0) return 'enum';
+    switch (firstType(schema)) {
+      case 'string': return 'string';
+      case 'number': return 'number';
+      case 'integer': return 'integer';
+      case 'boolean': return 'boolean';
+      default: return 'json';
+    }
+  }
+
+  function sameJson(a, b) {
+    return JSON.stringify(a) === JSON.stringify(b);
+  }
+
+  function renderForm() {
+    const form = $('#input-form');
+    form.replaceChildren();
+    view.fields = [];
+    view.extraArgs = {};
+    showFormError('');
+    const tool = currentTool();
+    view.formTool = tool ? tool.name : null;
+    $('#tool-description').textContent = tool && tool.description ? tool.description : '';
+    if (!tool) {
+      $('#raw-json').value = '';
+      return;
+    }
+    const schema = tool.inputSchema && typeof tool.inputSchema === 'object' ? tool.inputSchema : {};
+    const props = schema.properties && typeof schema.properties === 'object' ? schema.properties : {};
+    const required = new Set(Array.isArray(schema.required) ? schema.required : []);
+    const names = Object.keys(props);
+    if (names.length === 0) {
+      form.append(h('p', { class: 'muted' }, 'This tool takes no arguments.'));
+    }
+    names.forEach((name, i) => {
+      const prop = props[name] || {};
+      const kind = fieldKind(prop);
+      const id = `arg-${i}`;
+      const isRequired = required.has(name);
+      let input;
+      switch (kind) {
+        case 'enum': {
+          input = h('select', { id, name });
+          if (!isRequired || prop.default === undefined) input.append(h('option', { value: '' }, '\u2014'));
+          prop.enum.forEach((v, j) => input.append(h('option', { value: String(j) }, typeof v === 'string' ? v : JSON.stringify(v))));
+          break;
+        }
+        case 'boolean':
+          input = h('input', { id, name, type: 'checkbox' });
+          break;
+        case 'number':
+        case 'integer':
+          input = h('input', { id, name, type: 'number', step: kind === 'integer' ? '1' : 'any', inputmode: kind === 'integer' ? 'numeric' : 'decimal' });
+          if (typeof prop.minimum === 'number') input.min = String(prop.minimum);
+          if (typeof prop.maximum === 'number') input.max = String(prop.maximum);
+          break;
+        case 'string':
+          input = h('input', { id, name, type: 'text', spellcheck: 'false' });
+          if (typeof prop.maxLength === 'number') input.maxLength = prop.maxLength;
+          break;
+        default:
+          input = h('textarea', {
+            id, name, rows: '3', spellcheck: 'false', class: 'mono',
+            placeholder: firstType(prop) === 'array' ? '[ ]' : firstType(prop) === 'object' ? '{ }' : 'JSON',
+          });
+      }
+      if (isRequired) {
+        input.required = true;
+        input.setAttribute('aria-required', 'true');
+      }
+      const typeText = kind === 'enum' ? 'enum' : (Array.isArray(prop.type) ? prop.type.join(' | ') : (prop.type || 'any'));
+      const label = h('label', { for: id, class: 'field-name' },
+        h('span', { class: 'mono' }, name),
+        isRequired ? h('span', { class: 'required', title: 'required' }, '*') : null,
+        h('span', { class: 'field-type' }, typeText));
+      const row = h('div', { class: `field kind-${kind}` });
+      if (kind === 'boolean') {
+        row.append(h('div', { class: 'field-inline' }, input, label));
+      } else {
+        row.append(label, input);
+      }
+      if (prop.description) row.append(h('div', { class: 'field-help' }, prop.description));
+      form.append(row);
+      const field = { name, kind, input, schema: prop, required: isRequired };
+      if (kind === 'boolean') {
+        // An optional boolean without a default starts unset (indeterminate) and is then left out.
+        input.addEventListener('change', () => { input.indeterminate = false; });
+      }
+      view.fields.push(field);
+    });
+
+    // Saved values for this tool, else the schema's defaults.
+    const saved = model.savedArgs.get(tool.name);
+    if (saved && typeof saved === 'object') {
+      fillForm(saved);
+    } else {
+      const defaults = {};
+      for (const f of view.fields) if (f.schema.default !== undefined) defaults[f.name] = f.schema.default;
+      if (schema.default && typeof schema.default === 'object') Object.assign(defaults, schema.default);
+      fillForm(defaults);
+    }
+    if ($('#raw-toggle').checked) syncFormToRaw();
+  }
+
+  function setField(field, has, value) {
+    const input = field.input;
+    switch (field.kind) {
+      case 'enum': {
+        const j = has ? field.schema.enum.findIndex((v) => sameJson(v, value)) : -1;
+        input.value = j >= 0 ? String(j) : (input.querySelector('option[value=""]') ? '' : '0');
+        break;
+      }
+      case 'boolean':
+        input.checked = has && value === true;
+        input.indeterminate = !has && !field.required && field.schema.default === undefined;
+        break;
+      case 'number':
+      case 'integer':
+        input.value = has && value !== null ? String(value) : '';
+        break;
+      case 'string':
+        input.value = has && value !== null ? (typeof value === 'string' ? value : JSON.stringify(value)) : '';
+        break;
+      default:
+        input.value = has ? JSON.stringify(value, null, 2) : '';
+    }
+  }
+
+  // Returns [has, value]; throws on text that cannot be a value.
+  function readField(field) {
+    const input = field.input;
+    switch (field.kind) {
+      case 'enum':
+        if (input.value === '') return [false];
+        return [true, field.schema.enum[Number(input.value)]];
+      case 'boolean':
+        if (input.indeterminate) return [false];
+        return [true, input.checked];
+      case 'number':
+      case 'integer': {
+        const text = input.value.trim();
+        if (text === '') {
+          if (input.validity && input.validity.badInput) throw new Error(`${field.name}: not a number`);
+          return [false];
+        }
+        const n = Number(text);
+        if (!Number.isFinite(n)) throw new Error(`${field.name}: not a number`);
+        return [true, n];
+      }
+      case 'string':
+        if (input.value === '') return [false];
+        return [true, input.value];
+      default: {
+        const text = input.value.trim();
+        if (text === '') return [false];
+        try {
+          return [true, JSON.parse(text)];
+        } catch (err) {
+          throw new Error(`${field.name}: not JSON (${errorText(err)})`);
+        }
+      }
+    }
+  }
+
+  function readForm() {
+    const args = {};
+    for (const [k, v] of Object.entries(view.extraArgs)) args[k] = v;
+    for (const f of view.fields) {
+      const [has, value] = readField(f);
+      if (has) args[f.name] = value;
+      else delete args[f.name];
+    }
+    return args;
+  }
+
+  function fillForm(obj) {
+    const args = obj && typeof obj === 'object' && !Array.isArray(obj) ? obj : {};
+    const known = new Set(view.fields.map((f) => f.name));
+    view.extraArgs = {};
+    for (const [k, v] of Object.entries(args)) if (!known.has(k)) view.extraArgs[k] = v;
+    for (const f of view.fields) setField(f, Object.prototype.hasOwnProperty.call(args, f.name), args[f.name]);
+  }
+
+  function readRaw() {
+    const text = $('#raw-json').value.trim();
+    if (text === '') return {};
+    try {
+      return JSON.parse(text);
+    } catch (err) {
+      throw new Error(`arguments: not JSON (${errorText(err)})`);
+    }
+  }
+
+  // The arguments to send: from the raw JSON in raw mode, else from the form.
+  function collectArguments() {
+    return $('#raw-toggle').checked ? readRaw() : readForm();
+  }
+
+  function saveArgs() {
+    if (!view.formTool) return;
+    try {
+      model.savedArgs.set(view.formTool, collectArguments());
+    } catch (_) {
+      // Half-typed JSON is not kept.
+    }
+  }
+
+  function syncFormToRaw() {
+    let args;
+    try {
+      args = readForm();
+    } catch (err) {
+      showFormError(errorText(err));
+      return;
+    }
+    $('#raw-json').value = JSON.stringify(args, null, 2);
+  }
+
+  function showFormError(text) {
+    const box = $('#form-error');
+    box.textContent = text || '';
+    box.hidden = !text;
+  }
+
+  function setRawMode(raw) {
+    const toggle = $('#raw-toggle');
+    if (raw) {
+      syncFormToRaw();
+      toggle.checked = true;
+    } else {
+      let args;
+      try {
+        args = readRaw();
+      } catch (err) {
+        showFormError(`${errorText(err)}: fix it to go back to the form`);
+        toggle.checked = true;
+        return;
+      }
+      fillForm(args);
+      toggle.checked = false;
+      showFormError('');
+    }
+    $('#raw-json').hidden = !toggle.checked;
+    $('#input-form').hidden = toggle.checked;
+  }
+
+  // ---------------------------------------------------------------- runs
+
+  function resetRunView() {
+    model.nodes.clear();
+    model.records.clear();
+    model.result = null;
+    model.lastDone = null;
+    model.taken.clear();
+    model.highlight = null;
+    model.expanded = null;
+    for (const e of view.edges) {
+      e.path.classList.remove('taken');
+      e.path.setAttribute('marker-end', `url(#${markerFor(e.kind, false)})`);
+    }
+    renderAllNodes();
+    renderHistory();
+    renderResult();
+  }
+
+  // Makes `id` the run the page shows if it is newer than the one shown; false for an older run's
+  // late events, which are dropped.
+  function acceptRun(id, tool, initialState) {
+    if (typeof id !== 'number') return !!model.run;
+    if (model.run && id < model.run.id) return false;
+    if (!model.run || id > model.run.id) {
+      model.run = { id, tool: tool || null, state: initialState || 'running', pausedAt: null };
+      resetRunView();
+      if (tool && tool !== model.tool && tools().some((t) => t.name === tool)) selectTool(tool);
+    } else if (tool && !model.run.tool) {
+      model.run.tool = tool;
+    }
+    return true;
+  }
+
+  function onRunEvent(ev) {
+    if (!acceptRun(ev.run, ev.tool, ev.state)) return;
+    if (typeof ev.state === 'string') model.run.state = ev.state;
+    if (model.run.state !== 'paused' && model.run.state !== 'running') model.run.pausedAt = null;
+    renderRunState();
+    renderControls();
+  }
+
+  function onNodeEvent(ev) {
+    if (!acceptRun(ev.run)) return;
+    const id = ev.node;
+    if (typeof id !== 'string') return;
+    const before = model.nodes.get(id) || {};
+    const info = {
+      state: ev.state,
+      durationMs: typeof ev.durationMs === 'number' ? ev.durationMs : before.durationMs,
+      count: typeof ev.count === 'number' ? ev.count : before.count,
+    };
+    model.nodes.set(id, info);
+    if (ev.state === 'running' || ev.state === 'paused') {
+      if (model.lastDone && model.lastDone !== id && hasEdge(model.lastDone, id)) markTaken(model.lastDone, id);
+    }
+    if (ev.state === 'done' || ev.state === 'failed') model.lastDone = id;
+    if (ev.state === 'paused') {
+      if (model.run.pausedAt && model.run.pausedAt !== id) unpause(model.run.pausedAt);
+      model.run.pausedAt = id;
+    } else if (model.run.pausedAt === id) {
+      model.run.pausedAt = null;
+    }
+    renderNode(id);
+    renderRunState();
+    renderControls();
+  }
+
+  // A node the run no longer waits before goes back to pending.
+  function unpause(id) {
+    const info = model.nodes.get(id);
+    if (info && info.state === 'paused') {
+      info.state = 'pending';
+      renderNode(id);
+    }
+  }
+
+  function onRecordEvent(ev) {
+    if (!acceptRun(ev.run)) return;
+    const rec = ev.record;
+    if (!rec || typeof rec.index !== 'number') return;
+    model.records.set(rec.index, rec);
+    renderRecord(rec);
+    renderHistoryCount();
+  }
+
+  function onEndEvent(ev) {
+    if (!acceptRun(ev.run)) return;
+    if (typeof ev.state === 'string') model.run.state = ev.state;
+    if (model.run.pausedAt) unpause(model.run.pausedAt);
+    model.run.pausedAt = null;
+    for (const [id, info] of model.nodes) if (info.state === 'paused') unpause(id);
+    model.result = { state: ev.state, result: ev.result, error: ev.error || null };
+    renderResult();
+    renderRunState();
+    renderControls();
+  }
+
+  function onEvent(ev) {
+    if (!ev || typeof ev !== 'object') return;
+    switch (ev.type) {
+      case 'graph':
+        if (!model.graph || typeof ev.version !== 'number' || ev.version !== model.graph.version) loadGraph();
+        break;
+      case 'run':
+        onRunEvent(ev);
+        break;
+      case 'node':
+        onNodeEvent(ev);
+        break;
+      case 'record':
+        onRecordEvent(ev);
+        break;
+      case 'end':
+        onEndEvent(ev);
+        break;
+      default:
+        break;
+    }
+  }
+
+  async function startRun() {
+    const tool = currentTool();
+    if (!tool) return;
+    let args;
+    try {
+      args = collectArguments();
+    } catch (err) {
+      showFormError(errorText(err));
+      return;
+    }
+    showFormError('');
+    showMessage('');
+    model.savedArgs.set(tool.name, args);
+    const body = {
+      tool: tool.name,
+      arguments: args,
+      breakpoints: breakpointList(tool),
+      startPaused: $('#start-paused').checked,
+    };
+    const button = $('#run');
+    button.disabled = true;
+    try {
+      const answer = await api('POST', '/api/runs', body);
+      if (answer && typeof answer.run === 'number') {
+        acceptRun(answer.run, tool.name, 'running');
+        renderRunState();
+      }
+    } catch (err) {
+      showMessage(`run not started: ${errorText(err)}`);
+    } finally {
+      renderControls();
+    }
+  }
+
+  async function control(action) {
+    const run = model.run;
+    if (!run) return;
+    showMessage('');
+    try {
+      // The server's answer is the run's state, but the page follows the events only, so that
+      // what it shows is what the events said, in their order.
+      await api('POST', `/api/runs/${run.id}/${action}`, {});
+    } catch (err) {
+      showMessage(`${action}: ${errorText(err)}`);
+    }
+  }
+
+  // After the event stream came back: the run may have moved on without us hearing it.
+  async function resync() {
+    const run = model.run;
+    if (!run) return;
+    let snap;
+    try {
+      snap = await api('GET', `/api/runs/${run.id}`);
+    } catch (_) {
+      return;
+    }
+    if (!snap || model.run !== run) return;
+    if (typeof snap.state === 'string') run.state = snap.state;
+    run.pausedAt = snap.state === 'paused' && typeof snap.pausedAt === 'string' ? snap.pausedAt : null;
+    if (snap.nodes && typeof snap.nodes === 'object') {
+      model.nodes.clear();
+      for (const [id, info] of Object.entries(snap.nodes)) model.nodes.set(id, { ...info });
+      if (run.pausedAt) model.nodes.set(run.pausedAt, { ...(model.nodes.get(run.pausedAt) || {}), state: 'paused' });
+    }
+    if (Array.isArray(snap.records)) {
+      for (const rec of snap.records) if (rec && typeof rec.index === 'number') model.records.set(rec.index, rec);
+    }
+    if (!RUN_ACTIVE.has(run.state)) {
+      model.result = { state: run.state, result: snap.result, error: snap.error || null };
+    }
+    renderAllNodes();
+    renderHistory();
+    renderResult();
+    renderRunState();
+    renderControls();
+  }
+
+  // ---------------------------------------------------------------- status and controls
+
+  function renderConn() {
+    const conn = $('#conn');
+    conn.setAttribute('data-conn', model.conn);
+    conn.textContent = { connecting: 'connecting\u2026', connected: 'connected', reconnecting: 'reconnecting\u2026' }[model.conn] || model.conn;
+  }
+
+  function renderRunState() {
+    const box = $('#run-state');
+    const run = model.run;
+    const state = run ? run.state : 'idle';
+    box.setAttribute('data-state', state);
+    toggleAttr(box, 'data-paused-at', run && run.pausedAt ? run.pausedAt : null);
+    if (!run) {
+      box.textContent = 'no run';
+      return;
+    }
+    let text = `run ${run.id}${run.tool ? ' of ' + run.tool : ''}: `;
+    if (run.pausedAt) text += `paused before ${run.pausedAt}`;
+    else text += state;
+    box.textContent = text;
+  }
+
+  function renderControls() {
+    const state = model.run ? model.run.state : 'idle';
+    const canRun = !!currentTool() && !!model.graph && !!model.graph.checks;
+    $('#run').disabled = !canRun;
+    $('#step').disabled = state !== 'paused';
+    $('#continue').disabled = state !== 'paused';
+    $('#pause').disabled = state !== 'running';
+    $('#stop').disabled = !RUN_ACTIVE.has(state);
+  }
+
+  // ---------------------------------------------------------------- history
+
+  function renderHistoryCount() {
+    const n = model.records.size;
+    $('#history-count').textContent = n ? `${n} record${n === 1 ? '' : 's'}` : '';
+  }
+
+  function renderHistory() {
+    const tbody = $('#history tbody');
+    tbody.replaceChildren();
+    view.rows.clear();
+    const indexes = [...model.records.keys()].sort((a, b) => a - b);
+    for (const i of indexes) renderRecord(model.records.get(i));
+    renderHistoryCount();
+  }
+
+  function recordCells(rec) {
+    const outputCell = rec.output !== undefined
+      ? h('td', { class: 'output mono', title: preview(rec.output, 400) }, preview(rec.output))
+      : h('td', { class: 'output mono error-text', title: rec.error || '' }, rec.error ? clip(String(rec.error), 60) : '');
+    return [
+      h('td', { class: 'num' }, String(rec.index)),
+      h('td', { class: 'node-cell mono' }, rec.node ?? ''),
+      h('td', { class: 'type-cell' }, rec.type ?? ''),
+      h('td', { class: 'num' }, fmtMs(rec.startMs)),
+      h('td', { class: 'num' }, fmtMs(rec.durationMs)),
+      h('td', { class: 'num' }, rec.attempts !== undefined ? String(rec.attempts) : ''),
+      outputCell,
+      h('td', { class: rec.failureKind ? 'failure has-failure' : 'failure' }, rec.failureKind ?? ''),
+    ];
+  }
+
+  function renderRecord(rec) {
+    const tbody = $('#history tbody');
+    let tr = view.rows.get(rec.index);
+    if (tr) {
+      tr.replaceChildren(...recordCells(rec));
+      tr.setAttribute('data-node', rec.node ?? '');
+      tr.classList.toggle('failed', !!rec.failureKind || !!rec.error);
+      return;
+    }
+    tr = h('tr', {
+      class: rec.failureKind || rec.error ? 'record failed' : 'record',
+      'data-index': rec.index,
+      'data-node': rec.node ?? '',
+      tabindex: '0',
+    }, ...recordCells(rec));
+    tr.addEventListener('click', () => toggleDetail(rec.index));
+    tr.addEventListener('keydown', (e) => {
+      if (e.key === 'Enter' || e.key === ' ') {
+        e.preventDefault();
+        toggleDetail(rec.index);
+      }
+    });
+    // Keep the rows in index order (records normally come in order: append).
+    let before = null;
+    for (const [i, row] of view.rows) {
+      if (i > rec.index && (!before || i < Number(before.getAttribute('data-index')))) before = row;
+    }
+    view.rows.set(rec.index, tr);
+    if (before) tbody.insertBefore(tr, before);
+    else tbody.append(tr);
+    const wrap = tbody.closest('.table-wrap');
+    if (!before && wrap && model.expanded === null) {
+      // Follow the run while the view is at the bottom.
+      if (wrap.scrollHeight - wrap.scrollTop - wrap.clientHeight < 80) wrap.scrollTop = wrap.scrollHeight;
+    }
+  }
+
+  function closeDetail() {
+    const open = $('#history tbody tr.record-detail');
+    if (open) open.remove();
+    for (const row of document.querySelectorAll('#history tr.record.expanded')) row.classList.remove('expanded');
+    model.expanded = null;
+  }
+
+  async function toggleDetail(index) {
+    const rec = model.records.get(index);
+    const tr = view.rows.get(index);
+    if (!rec || !tr) return;
+    const wasOpen = model.expanded === index;
+    closeDetail();
+    if (wasOpen) {
+      setHighlight(null);
+      return;
+    }
+    setHighlight(rec.node);
+    model.expanded = index;
+    tr.classList.add('expanded');
+    const outText = rec.output !== undefined ? pretty(rec.output) : (rec.error ? String(rec.error) : '(no output)');
+    const outPre = h('pre', { class: 'output mono' }, outText);
+    const ctxPre = h('pre', { class: 'context mono loading' }, 'loading\u2026');
+    const detail = h('tr', { class: 'record-detail', 'data-index': index },
+      h('td', { colspan: '8' },
+        h('div', { class: 'detail-grid' },
+          h('div', { class: 'detail-part' },
+            h('h3', {}, rec.error && rec.output === undefined ? 'error' : 'output'),
+            outPre,
+            rec.error && rec.output !== undefined ? h('p', { class: 'error-text' }, String(rec.error)) : null),
+          h('div', { class: 'detail-part' },
+            h('h3', {}, `context ${rec.node ?? ''} saw`),
+            ctxPre))));
+    tr.after(detail);
+    const run = model.run;
+    if (!run) {
+      ctxPre.textContent = '(no run)';
+      return;
+    }
+    try {
+      const full = await api('GET', `/api/runs/${run.id}/records/${index}`);
+      if (!detail.isConnected) return;
+      ctxPre.classList.remove('loading');
+      ctxPre.textContent = full && full.context !== undefined ? pretty(full.context) : '(no context)';
+      if (full && full.output !== undefined) outPre.textContent = pretty(full.output);
+    } catch (err) {
+      if (!detail.isConnected) return;
+      ctxPre.classList.remove('loading');
+      ctxPre.textContent = `could not load the context: ${errorText(err)}`;
+    }
+  }
+
+  // ---------------------------------------------------------------- result
+
+  function renderResult() {
+    const box = $('#result');
+    const r = model.result;
+    const state = r && ['done', 'failed', 'stopped'].includes(r.state) ? r.state : 'none';
+    box.setAttribute('data-state', state);
+    const pre = $('#result pre');
+    const meta = $('#result-meta');
+    meta.replaceChildren();
+    $('#result-empty').hidden = state !== 'none';
+    pre.hidden = state === 'none';
+    if (state === 'none') {
+      pre.textContent = '';
+      return;
+    }
+    const err = r.error;
+    if (state === 'done') {
+      pre.textContent = pretty(r.result);
+      meta.append(h('span', { class: 'badge done' }, 'done'));
+    } else {
+      pre.textContent = err && err.message ? String(err.message) : (state === 'stopped' ? 'The run was stopped.' : 'The run failed.');
+      meta.append(h('span', { class: `badge ${state}` }, state));
+      if (err && err.kind) meta.append(h('span', { class: 'badge kind mono' }, err.kind));
+      if (err && err.node) {
+        const node = h('button', { type: 'button', class: 'link mono', title: 'highlight the node' }, `at ${err.node}`);
+        node.addEventListener('click', () => setHighlight(err.node));
+        meta.append(node);
+      }
+    }
+  }
+
+  // ---------------------------------------------------------------- events
+
+  let source = null;
+  let retryTimer = null;
+  let hadError = false;
+
+  function connect() {
+    if (retryTimer) {
+      clearTimeout(retryTimer);
+      retryTimer = null;
+    }
+    source = new EventSource('/api/events');
+    source.onopen = () => {
+      model.conn = 'connected';
+      renderConn();
+      if (hadError) {
+        hadError = false;
+        loadGraph();
+        resync();
+      }
+    };
+    source.onmessage = (msg) => {
+      let ev;
+      try {
+        ev = JSON.parse(msg.data);
+      } catch (_) {
+        return;
+      }
+      try {
+        onEvent(ev);
+      } catch (err) {
+        showMessage(`event not shown: ${errorText(err)}`);
+      }
+    };
+    source.onerror = () => {
+      hadError = true;
+      model.conn = 'reconnecting';
+      renderConn();
+      if (source.readyState === EventSource.CLOSED) {
+        // The browser gave up (for example a non-200 answer): try again ourselves.
+        source.close();
+        retryTimer = setTimeout(connect, 2000);
+      }
+    };
+  }
+
+  // ---------------------------------------------------------------- start
+
+  function init() {
+    $('#run').addEventListener('click', startRun);
+    $('#step').addEventListener('click', () => control('step'));
+    $('#continue').addEventListener('click', () => control('continue'));
+    $('#pause').addEventListener('click', () => control('pause'));
+    $('#stop').addEventListener('click', () => control('stop'));
+    $('#input-form').addEventListener('submit', (e) => {
+      e.preventDefault();
+      startRun();
+    });
+    $('#raw-toggle').addEventListener('change', (e) => setRawMode(e.target.checked));
+    $('#raw-json').addEventListener('input', () => {
+      // Keep the form in step with valid raw JSON as it is typed.
+      try {
+        fillForm(readRaw());
+        showFormError('');
+      } catch (_) {
+        // Shown when it matters: on run or on leaving raw mode.
+      }
+    });
+    $('#raw-json').addEventListener('keydown', (e) => {
+      if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) {
+        e.preventDefault();
+        startRun();
+      }
+    });
+    $('#raw-toggle').checked = false; // a reload may restore it; the form is the starting mode
+    renderConn();
+    renderRunState();
+    renderControls();
+    renderResult();
+    renderTools();
+    connect();
+    loadGraph();
+  }
+
+  if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', init);
+  else init();
+})();
