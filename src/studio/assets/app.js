@@ -32,6 +32,7 @@
     nodes: new Map(), // node id -> {g, stats, type}
     edges: [], // {path, from, to, kind}
     rows: new Map(), // record index -> tr.record
+    maxRow: -1, // the largest record index in the table
     formTool: null, // the tool the input form was built for
     fields: [], // the input form's fields: {name, kind, input, schema, required}
     extraArgs: {}, // raw JSON keys that have no field in the form
@@ -319,8 +320,8 @@
   };
 
   function markerFor(kind, taken) {
-    if (taken) return MARKERS.taken;
     if (kind === 'onError') return MARKERS.error;
+    if (taken) return MARKERS.taken;
     if (kind === 'item' || kind === 'branch') return MARKERS.soft;
     return MARKERS.arrow;
   }
@@ -329,9 +330,10 @@
     return points.map((p, i) => `${i === 0 ? 'M' : 'L'}${p[0]},${p[1]}`).join(' ');
   }
 
-  // The point halfway along a polyline, for the edge's label.
+  // The point halfway along a polyline and whether the segment there is more vertical than
+  // horizontal, for the edge's label: [x, y, vertical].
   function midpoint(points) {
-    if (points.length === 1) return points[0];
+    if (points.length === 1) return [points[0][0], points[0][1], false];
     let total = 0;
     const lengths = [];
     for (let i = 1; i < points.length; i++) {
@@ -342,16 +344,21 @@
     let rest = total / 2;
     for (let i = 1; i < points.length; i++) {
       const l = lengths[i - 1];
+      const dx = points[i][0] - points[i - 1][0];
+      const dy = points[i][1] - points[i - 1][1];
       if (rest <= l && l > 0) {
         const t = rest / l;
-        return [
-          points[i - 1][0] + (points[i][0] - points[i - 1][0]) * t,
-          points[i - 1][1] + (points[i][1] - points[i - 1][1]) * t,
-        ];
+        return [points[i - 1][0] + dx * t, points[i - 1][1] + dy * t, Math.abs(dy) > Math.abs(dx)];
       }
       rest -= l;
     }
-    return points[points.length - 1];
+    const last = points[points.length - 1];
+    return [last[0], last[1], false];
+  }
+
+  // A rough width of text in the drawing's fonts, for the extent before the browser measures it.
+  function textWidth(text, charWidth) {
+    return String(text).length * charWidth;
   }
 
   function validPoints(points) {
@@ -384,8 +391,9 @@
         break;
       case 'map':
       case 'parallel':
-        shapes.push(s('rect', { class: 'shape stack', x: x + 8, y: y - 8, width: w, height: hgt, rx: 4, ry: 4 }));
-        shapes.push(s('rect', { class: 'shape stack', x: x + 4, y: y - 4, width: w, height: hgt, rx: 4, ry: 4 }));
+        // The stack sticks out below right, clear of the edges coming in at the top.
+        shapes.push(s('rect', { class: 'shape stack', x: x + 8, y: y + 8, width: w, height: hgt, rx: 4, ry: 4 }));
+        shapes.push(s('rect', { class: 'shape stack', x: x + 4, y: y + 4, width: w, height: hgt, rx: 4, ry: 4 }));
         shapes.push(s('rect', { class: cls, x, y, width: w, height: hgt, rx: 4, ry: 4 }));
         break;
       case 'ask':
@@ -442,14 +450,8 @@
         minY = Math.min(minY, p[1]);
       }
     }
-    const pad = 20;
-    const vx = minX - pad;
-    const vy = minY - pad;
-    const vw = maxX - minX + 2 * pad;
-    const vh = maxY - minY + 2 * pad;
-    svg.setAttribute('viewBox', `${vx} ${vy} ${vw} ${vh}`);
-    svg.setAttribute('width', String(Math.ceil(vw)));
-    svg.setAttribute('height', String(Math.ceil(vh)));
+    const extent = { minX, minY, maxX, maxY };
+    const centreX = (minX + maxX) / 2;
 
     const defs = s('defs');
     for (const [name, id] of Object.entries(MARKERS)) {
@@ -482,12 +484,34 @@
       edgeLayer.append(path);
       view.edges.push({ path, from: e.from, to: e.to, kind });
       if (e.label) {
-        const [mx, my] = midpoint(points);
+        // Beside a vertical stretch (on the side away from the drawing's middle), above a
+        // horizontal one.
+        const [mx, my, vertical] = midpoint(points);
+        const width = textWidth(e.label, 6.4);
+        let x = mx;
+        let y = my - 5;
+        let anchor = 'middle';
+        if (vertical) {
+          y = my + 4;
+          if (mx >= centreX) {
+            anchor = 'start';
+            x = mx + 8;
+            extent.maxX = Math.max(extent.maxX, x + width);
+          } else {
+            anchor = 'end';
+            x = mx - 6;
+            extent.minX = Math.min(extent.minX, x - width);
+          }
+        } else {
+          extent.minX = Math.min(extent.minX, x - width / 2);
+          extent.maxX = Math.max(extent.maxX, x + width / 2);
+          extent.minY = Math.min(extent.minY, y - 12);
+        }
         labelLayer.append(s('text', {
           class: `edge-label kind-${kind}`,
-          x: mx.toFixed(1),
-          y: (my - 4).toFixed(1),
-          'text-anchor': 'middle',
+          x: x.toFixed(1),
+          y: y.toFixed(1),
+          'text-anchor': anchor,
           'data-from': e.from,
           'data-to': e.to,
         }, e.label));
@@ -516,23 +540,28 @@
       const charW = pseudo ? 6.2 : 7.2;
       const showDetail = !!n.detail && hgt >= 36 && n.detail !== n.id && n.detail !== type;
       const inset = type === 'switch' ? Math.min(hgt / 2, 16) : (type === 'entry' || type === 'exit') ? hgt / 3 : 6;
-      const room = Math.floor((w - 2 * inset) / charW);
-      const mainText = pseudo ? (n.label || n.id) : n.id;
+      const room = w - 2 * inset;
+      const mainText = String(pseudo ? (n.label || n.id) : n.id);
+      // The whole id always (it names the node); squeezed when it would not fit.
+      const squeeze = textWidth(mainText, charW) > room && room > 0;
       g.append(s('text', {
         class: 'node-label',
         x: cx,
         y: showDetail ? y + hgt / 2 - 2 : y + hgt / 2 + 4,
         'text-anchor': 'middle',
-      }, clip(String(mainText), room)));
+        textLength: squeeze ? room.toFixed(1) : null,
+        lengthAdjust: squeeze ? 'spacingAndGlyphs' : null,
+      }, mainText));
       if (showDetail) {
         g.append(s('text', {
           class: 'node-detail',
           x: cx,
           y: y + hgt / 2 + 11,
           'text-anchor': 'middle',
-        }, clip(String(n.detail), Math.floor((w - 2 * inset) / 5.6))));
+        }, clip(String(n.detail), Math.floor(room / 5.6))));
       }
-      const stats = s('text', { class: 'node-stats', x: x + w, y: y - 5, 'text-anchor': 'end' });
+      // Above the box's left end: back edges run in from the right.
+      const stats = s('text', { class: 'node-stats', x: x + 1, y: y - 5, 'text-anchor': 'start' });
       g.append(stats);
       if (!pseudo) {
         g.append(s('circle', { class: 'bp-dot', cx: x - 9, cy: y + hgt / 2, r: 5 }));
@@ -544,6 +573,29 @@
 
     svg.append(edgeLayer, nodeLayer, labelLayer);
     for (const id of view.nodes.keys()) renderNode(id);
+
+    // What the browser measured wins over the estimates (labels in particular).
+    try {
+      if (typeof svg.getBBox === 'function') {
+        const box = svg.getBBox();
+        if (box && box.width > 0 && box.height > 0) {
+          extent.minX = Math.min(extent.minX, box.x);
+          extent.minY = Math.min(extent.minY, box.y);
+          extent.maxX = Math.max(extent.maxX, box.x + box.width);
+          extent.maxY = Math.max(extent.maxY, box.y + box.height);
+        }
+      }
+    } catch (_) {
+      // Not drawn yet (a hidden canvas): the estimates stand.
+    }
+    const pad = 16;
+    const vx = Math.floor(extent.minX - pad);
+    const vy = Math.floor(extent.minY - pad);
+    const vw = Math.ceil(extent.maxX - extent.minX + 2 * pad);
+    const vh = Math.ceil(extent.maxY - extent.minY + 2 * pad);
+    svg.setAttribute('viewBox', `${vx} ${vy} ${vw} ${vh}`);
+    svg.setAttribute('width', String(vw));
+    svg.setAttribute('height', String(vh));
   }
 
   function renderNode(id) {
@@ -913,10 +965,12 @@
 
   // Makes `id` the run the page shows if it is newer than the one shown; false for an older run's
   // late events, which are dropped.
-  function acceptRun(id, tool, initialState) {
+  // `fresh`: the id comes from the server's answer to our POST, so it is the newest run even if it
+  // is smaller (a restarted server counts from 1 again).
+  function acceptRun(id, tool, initialState, fresh = false) {
     if (typeof id !== 'number') return !!model.run;
-    if (model.run && id < model.run.id) return false;
-    if (!model.run || id > model.run.id) {
+    if (model.run && id < model.run.id && !fresh) return false;
+    if (!model.run || id !== model.run.id) {
       model.run = { id, tool: tool || null, state: initialState || 'running', pausedAt: null };
       resetRunView();
       if (tool && tool !== model.tool && tools().some((t) => t.name === tool)) selectTool(tool);
@@ -1037,7 +1091,7 @@
     try {
       const answer = await api('POST', '/api/runs', body);
       if (answer && typeof answer.run === 'number') {
-        acceptRun(answer.run, tool.name, 'running');
+        acceptRun(answer.run, tool.name, 'running', true);
         renderRunState();
       }
     } catch (err) {
@@ -1136,6 +1190,7 @@
     const tbody = $('#history tbody');
     tbody.replaceChildren();
     view.rows.clear();
+    view.maxRow = -1;
     const indexes = [...model.records.keys()].sort((a, b) => a - b);
     for (const i of indexes) renderRecord(model.records.get(i));
     renderHistoryCount();
@@ -1181,9 +1236,12 @@
     });
     // Keep the rows in index order (records normally come in order: append).
     let before = null;
-    for (const [i, row] of view.rows) {
-      if (i > rec.index && (!before || i < Number(before.getAttribute('data-index')))) before = row;
+    if (rec.index < view.maxRow) {
+      for (const [i, row] of view.rows) {
+        if (i > rec.index && (!before || i < Number(before.getAttribute('data-index')))) before = row;
+      }
     }
+    view.maxRow = Math.max(view.maxRow, rec.index);
     view.rows.set(rec.index, tr);
     if (before) tbody.insertBefore(tr, before);
     else tbody.append(tr);
