@@ -25,6 +25,7 @@
     highlight: null, // the node highlighted from the history
     expanded: null, // the record index whose detail row is open
     conn: 'connecting',
+    reconnected: false, // the event stream broke: catch up on its next `hello`
   };
 
   // What is drawn now, to update it in place.
@@ -608,7 +609,7 @@
     toggleAttr(entry.g, 'data-breakpoint', !PSEUDO_TYPES.has(entry.type) && bps && bps.has(id) ? 'true' : null);
     entry.g.classList.toggle('highlight', model.highlight === id);
     let text = '';
-    if (info && typeof info.count === 'number') {
+    if (info && typeof info.count === 'number' && info.count > 0) {
       text = `\u00d7${info.count}`;
       if (typeof info.durationMs === 'number') text += ` \u00b7 ${fmtMs(info.durationMs)} ms`;
     } else if (info && typeof info.durationMs === 'number') {
@@ -968,8 +969,10 @@
   // `fresh`: the id comes from the server's answer to our POST, so it is the newest run even if it
   // is smaller (a restarted server counts from 1 again).
   function acceptRun(id, tool, initialState, fresh = false) {
-    if (typeof id !== 'number') return !!model.run;
-    if (model.run && id < model.run.id && !fresh) return false;
+    if (typeof id !== 'number') return !!model.run && !model.run.superseded;
+    // The run a new one replaced: its last events (its stop) come after the new one started.
+    if (model.run && model.run.superseded && id === model.run.id) return false;
+    if (model.run && id < model.run.id && !fresh && !model.run.gone) return false;
     if (!model.run || id !== model.run.id) {
       model.run = { id, tool: tool || null, state: initialState || 'running', pausedAt: null };
       resetRunView();
@@ -980,12 +983,24 @@
     return true;
   }
 
+  // The run's state and where it waits change together, on `run` events only, so that
+  // `data-state` and `data-paused-at` never disagree.
   function onRunEvent(ev) {
     if (!acceptRun(ev.run, ev.tool, ev.state)) return;
     if (typeof ev.state === 'string') model.run.state = ev.state;
-    if (model.run.state !== 'paused' && model.run.state !== 'running') model.run.pausedAt = null;
+    if (model.run.state === 'paused') {
+      // `pausedAt` is sent by the server; else the node the last `paused` event named.
+      model.run.pausedAt = typeof ev.pausedAt === 'string' ? ev.pausedAt : pausedNode();
+    } else {
+      model.run.pausedAt = null;
+    }
     renderRunState();
     renderControls();
+  }
+
+  function pausedNode() {
+    for (const [id, info] of model.nodes) if (info.state === 'paused') return id;
+    return null;
   }
 
   function onNodeEvent(ev) {
@@ -1004,20 +1019,19 @@
     }
     if (ev.state === 'done' || ev.state === 'failed') model.lastDone = id;
     if (ev.state === 'paused') {
-      if (model.run.pausedAt && model.run.pausedAt !== id) unpause(model.run.pausedAt);
-      model.run.pausedAt = id;
-    } else if (model.run.pausedAt === id) {
-      model.run.pausedAt = null;
+      // The run waits before one node at a time.
+      for (const [other, o] of model.nodes) if (other !== id && o.state === 'paused') unpause(other);
     }
     renderNode(id);
     renderRunState();
     renderControls();
   }
 
-  // A node the run no longer waits before goes back to pending.
-  function unpause(id) {
+  // A node the run no longer waits before (or, `running` too, that a stop cut short) goes back
+  // to pending.
+  function unpause(id, running = false) {
     const info = model.nodes.get(id);
-    if (info && info.state === 'paused') {
+    if (info && (info.state === 'paused' || (running && info.state === 'running'))) {
       info.state = 'pending';
       renderNode(id);
     }
@@ -1035,9 +1049,12 @@
   function onEndEvent(ev) {
     if (!acceptRun(ev.run)) return;
     if (typeof ev.state === 'string') model.run.state = ev.state;
-    if (model.run.pausedAt) unpause(model.run.pausedAt);
     model.run.pausedAt = null;
-    for (const [id, info] of model.nodes) if (info.state === 'paused') unpause(id);
+    // As the server's snapshot has it: nothing waits any more, and a node that was running when
+    // the run was stopped did not finish.
+    for (const [id, info] of model.nodes) {
+      if (info.state === 'paused' || (ev.state === 'stopped' && info.state === 'running')) unpause(id, true);
+    }
     model.result = { state: ev.state, result: ev.result, error: ev.error || null };
     renderResult();
     renderRunState();
@@ -1061,6 +1078,12 @@
         break;
       case 'end':
         onEndEvent(ev);
+        break;
+      case 'hello':
+        onHello(ev);
+        break;
+      case 'resync':
+        if (model.run && !model.run.superseded) resync(model.run.id);
         break;
       default:
         break;
@@ -1086,17 +1109,20 @@
       breakpoints: breakpointList(tool),
       startPaused: $('#start-paused').checked,
     };
-    const button = $('#run');
-    button.disabled = true;
+    // Until the new run's first event, the page shows a run starting, not the one before (whose
+    // late events are dropped from here on).
+    model.run = { id: model.run ? model.run.id : -1, tool: tool.name, state: 'running', pausedAt: null, superseded: true };
+    resetRunView();
+    renderRunState();
+    renderControls();
     try {
       const answer = await api('POST', '/api/runs', body);
-      if (answer && typeof answer.run === 'number') {
-        acceptRun(answer.run, tool.name, 'running', true);
-        renderRunState();
-      }
+      if (answer && typeof answer.run === 'number') acceptRun(answer.run, tool.name, 'running', true);
     } catch (err) {
       showMessage(`run not started: ${errorText(err)}`);
+      if (model.run && model.run.superseded) model.run = null;
     } finally {
+      renderRunState();
       renderControls();
     }
   }
@@ -1114,35 +1140,77 @@
     }
   }
 
-  // After the event stream came back: the run may have moved on without us hearing it.
-  async function resync() {
-    const run = model.run;
-    if (!run) return;
-    let snap;
+  // Catching up with a run (after a reconnect, when the stream fell behind, or a run that was
+  // going on when the page opened): its snapshot, then the events that came meanwhile, in order
+  // (the server publishes under the run's lock, so the snapshot and the events after it agree;
+  // events the snapshot already holds set the same values again).
+  const sync = { pending: 0, queue: [] };
+
+  function dispatch(ev) {
+    if (sync.pending > 0) sync.queue.push(ev);
+    else applyEvent(ev);
+  }
+
+  function applyEvent(ev) {
     try {
-      snap = await api('GET', `/api/runs/${run.id}`);
-    } catch (_) {
-      return;
+      onEvent(ev);
+    } catch (err) {
+      showMessage(`event not shown: ${errorText(err)}`);
     }
-    if (!snap || model.run !== run) return;
+  }
+
+  async function resync(id) {
+    if (typeof id !== 'number') return;
+    sync.pending += 1;
+    try {
+      const snap = await api('GET', `/api/runs/${id}`);
+      applySnapshot(snap);
+    } catch (_) {
+      // The run is gone (only the latest is kept): what the page shows stands.
+    } finally {
+      sync.pending -= 1;
+      if (sync.pending === 0) {
+        const queued = sync.queue;
+        sync.queue = [];
+        for (const ev of queued) applyEvent(ev);
+      }
+    }
+  }
+
+  function applySnapshot(snap) {
+    if (!snap || typeof snap.run !== 'number') return;
+    if (!acceptRun(snap.run, snap.tool, snap.state, true)) return;
+    const run = model.run;
     if (typeof snap.state === 'string') run.state = snap.state;
-    run.pausedAt = snap.state === 'paused' && typeof snap.pausedAt === 'string' ? snap.pausedAt : null;
+    run.pausedAt = run.state === 'paused' && typeof snap.pausedAt === 'string' ? snap.pausedAt : null;
     if (snap.nodes && typeof snap.nodes === 'object') {
       model.nodes.clear();
       for (const [id, info] of Object.entries(snap.nodes)) model.nodes.set(id, { ...info });
       if (run.pausedAt) model.nodes.set(run.pausedAt, { ...(model.nodes.get(run.pausedAt) || {}), state: 'paused' });
     }
     if (Array.isArray(snap.records)) {
+      model.records.clear();
       for (const rec of snap.records) if (rec && typeof rec.index === 'number') model.records.set(rec.index, rec);
     }
-    if (!RUN_ACTIVE.has(run.state)) {
-      model.result = { state: run.state, result: snap.result, error: snap.error || null };
-    }
+    model.result = RUN_ACTIVE.has(run.state) ? null : { state: run.state, result: snap.result, error: snap.error || null };
     renderAllNodes();
     renderHistory();
     renderResult();
     renderRunState();
     renderControls();
+  }
+
+  // The first event of every connection: the file's version and the latest run.
+  function onHello(ev) {
+    if (typeof ev.version === 'number' && (!model.graph || ev.version !== model.graph.version)) loadGraph();
+    const reconnected = model.reconnected;
+    model.reconnected = false;
+    if (typeof ev.run === 'number') {
+      if (reconnected || !model.run || model.run.id !== ev.run || model.run.gone) resync(ev.run);
+    } else if (model.run) {
+      // A server that has no run (restarted): the next run it starts counts from 1 again.
+      model.run.gone = true;
+    }
   }
 
   // ---------------------------------------------------------------- status and controls
@@ -1163,6 +1231,10 @@
       box.textContent = 'no run';
       return;
     }
+    if (run.superseded) {
+      box.textContent = `starting ${run.tool}\u2026`;
+      return;
+    }
     let text = `run ${run.id}${run.tool ? ' of ' + run.tool : ''}: `;
     if (run.pausedAt) text += `paused before ${run.pausedAt}`;
     else text += state;
@@ -1170,7 +1242,7 @@
   }
 
   function renderControls() {
-    const state = model.run ? model.run.state : 'idle';
+    const state = model.run && !model.run.superseded ? model.run.state : 'idle';
     const canRun = !!currentTool() && !!model.graph && !!model.graph.checks;
     $('#run').disabled = !canRun;
     $('#step').disabled = state !== 'paused';
@@ -1197,9 +1269,14 @@
   }
 
   function recordCells(rec) {
-    const outputCell = rec.output !== undefined
-      ? h('td', { class: 'output mono', title: preview(rec.output, 400) }, preview(rec.output))
-      : h('td', { class: 'output mono error-text', title: rec.error || '' }, rec.error ? clip(String(rec.error), 60) : '');
+    let outputCell;
+    if (rec.error && (rec.output === null || rec.output === undefined)) {
+      outputCell = h('td', { class: 'output error-text', title: String(rec.error) }, clip(String(rec.error), 80));
+    } else if (rec.truncated) {
+      outputCell = h('td', { class: 'output muted', title: 'the run keeps outputs up to a size' }, '(not kept)');
+    } else {
+      outputCell = h('td', { class: 'output mono', title: preview(rec.output, 400) }, preview(rec.output));
+    }
     return [
       h('td', { class: 'num' }, String(rec.index)),
       h('td', { class: 'node-cell mono' }, rec.node ?? ''),
@@ -1272,16 +1349,19 @@
     setHighlight(rec.node);
     model.expanded = index;
     tr.classList.add('expanded');
-    const outText = rec.output !== undefined ? pretty(rec.output) : (rec.error ? String(rec.error) : '(no output)');
+    const failedOnly = !!rec.error && (rec.output === null || rec.output === undefined);
+    const outText = failedOnly ? String(rec.error)
+      : rec.truncated ? '(the output was not kept: the run keeps outputs up to a size)'
+        : rec.output !== undefined ? pretty(rec.output) : '(no output)';
     const outPre = h('pre', { class: 'output mono' }, outText);
     const ctxPre = h('pre', { class: 'context mono loading' }, 'loading\u2026');
     const detail = h('tr', { class: 'record-detail', 'data-index': index },
       h('td', { colspan: '8' },
         h('div', { class: 'detail-grid' },
           h('div', { class: 'detail-part' },
-            h('h3', {}, rec.error && rec.output === undefined ? 'error' : 'output'),
+            h('h3', {}, failedOnly ? 'error' : 'output'),
             outPre,
-            rec.error && rec.output !== undefined ? h('p', { class: 'error-text' }, String(rec.error)) : null),
+            rec.error && !failedOnly ? h('p', { class: 'error-text' }, String(rec.error)) : null),
           h('div', { class: 'detail-part' },
             h('h3', {}, `context ${rec.node ?? ''} saw`),
             ctxPre))));
@@ -1296,7 +1376,9 @@
       if (!detail.isConnected) return;
       ctxPre.classList.remove('loading');
       ctxPre.textContent = full && full.context !== undefined ? pretty(full.context) : '(no context)';
-      if (full && full.output !== undefined) outPre.textContent = pretty(full.output);
+      if (full && full.contextTruncated) {
+        ctxPre.after(h('p', { class: 'muted' }, 'Some outputs before this node were not kept (too large).'));
+      }
     } catch (err) {
       if (!detail.isConnected) return;
       ctxPre.classList.remove('loading');
@@ -1340,7 +1422,6 @@
 
   let source = null;
   let retryTimer = null;
-  let hadError = false;
 
   function connect() {
     if (retryTimer) {
@@ -1351,11 +1432,6 @@
     source.onopen = () => {
       model.conn = 'connected';
       renderConn();
-      if (hadError) {
-        hadError = false;
-        loadGraph();
-        resync();
-      }
     };
     source.onmessage = (msg) => {
       let ev;
@@ -1364,14 +1440,11 @@
       } catch (_) {
         return;
       }
-      try {
-        onEvent(ev);
-      } catch (err) {
-        showMessage(`event not shown: ${errorText(err)}`);
-      }
+      dispatch(ev);
     };
     source.onerror = () => {
-      hadError = true;
+      // The next connection's `hello` says whether to catch up.
+      model.reconnected = true;
       model.conn = 'reconnecting';
       renderConn();
       if (source.readyState === EventSource.CLOSED) {
