@@ -256,12 +256,26 @@
 
     const diagnostics = Array.isArray(graph.diagnostics) ? graph.diagnostics : [];
     const flagged = new Map(); // line -> worst severity
+    const flag = (from, to, severity) => {
+      // A long span flags its first lines only.
+      for (let n = from; n <= Math.min(to, from + 20); n++) {
+        if (flagged.get(n) !== 'error') flagged.set(n, severity);
+      }
+    };
     for (const d of diagnostics) {
       const line = Number.isInteger(d.line) ? d.line : null;
-      if (line !== null) {
-        const worst = flagged.get(line);
-        if (worst !== 'error') flagged.set(line, d.severity || 'error');
+      // A diagnostic may point into another file (an -m file, a lock file): its lines are not
+      // the source shown here.
+      const here = !d.file || !graph.file || d.file === graph.file;
+      const severity = d.severity || 'error';
+      if (line !== null && here) {
+        flag(line, Number.isInteger(d.end_line) && d.end_line >= line ? d.end_line : line, severity);
       }
+      const others = here && Array.isArray(d.labels)
+        ? d.labels.filter((l) => l && Number.isInteger(l.line) && (l.line !== line || l.label !== d.label))
+        : [];
+      for (const l of others) flag(l.line, l.line, severity);
+      const where = line === null ? null : `${here ? '' : (d.file + ':')}${line}:${d.column ?? 1}`;
       const item = h('li', {
         class: `diagnostic severity-${d.severity || 'error'}`,
         'data-line': line,
@@ -272,10 +286,11 @@
         h('span', { class: 'severity' }, d.severity || 'error'),
         d.code ? h('span', { class: 'code mono' }, d.code) : null,
         h('span', { class: 'message' }, d.message || ''),
-        line !== null ? h('span', { class: 'where mono' }, `${line}:${d.column ?? 1}`) : null),
+        where ? h('span', { class: 'where mono' }, where) : null),
       d.label ? h('div', { class: 'label' }, d.label) : null,
+      ...others.map((l) => h('div', { class: 'label secondary' }, h('span', { class: 'mono' }, `${l.line}:${l.column ?? 1}`), ' ', l.label || '')),
       d.help ? h('div', { class: 'help' }, 'help: ', d.help) : null);
-      if (line !== null) {
+      if (line !== null && here) {
         const go = () => showSourceLine(line);
         item.addEventListener('click', go);
         item.addEventListener('keydown', (e) => {
@@ -293,7 +308,8 @@
 
     const lines = String(graph.source ?? '').split('\n');
     if (lines.length > 1 && lines[lines.length - 1] === '') lines.pop();
-    lines.forEach((text, i) => {
+    lines.forEach((raw, i) => {
+      const text = raw.endsWith('\r') ? raw.slice(0, -1) : raw;
       const n = i + 1;
       const severity = flagged.get(n);
       ol.append(h('li', {
@@ -452,7 +468,16 @@
       }
     }
     const extent = { minX, minY, maxX, maxY };
-    const centreX = (minX + maxX) / 2;
+    // Labels of vertical stretches go on the side away from the boxes' middle (a back edge's
+    // lane is right of everything it passes: its label goes right of it, into the room the
+    // server's layout keeps there).
+    let boxLeft = Infinity;
+    let boxRight = -Infinity;
+    for (const n of nodes) {
+      boxLeft = Math.min(boxLeft, n.x);
+      boxRight = Math.max(boxRight, n.x + n.width);
+    }
+    const centreX = Number.isFinite(boxLeft) ? (boxLeft + boxRight) / 2 : (minX + maxX) / 2;
 
     const defs = s('defs');
     for (const [name, id] of Object.entries(MARKERS)) {
@@ -559,7 +584,7 @@
           x: cx,
           y: y + hgt / 2 + 11,
           'text-anchor': 'middle',
-        }, clip(String(n.detail), Math.floor(room / 5.6))));
+        }, clip(String(n.detail), Math.floor(room / 6.1))));
       }
       // Above the box's left end: back edges run in from the right.
       const stats = s('text', { class: 'node-stats', x: x + 1, y: y - 5, 'text-anchor': 'start' });
@@ -682,7 +707,7 @@
     else set.add(id);
     renderNode(id);
     const run = model.run;
-    if (run && run.tool === tool.name && RUN_ACTIVE.has(run.state)) {
+    if (run && !run.superseded && run.tool === tool.name && RUN_ACTIVE.has(run.state)) {
       api('PUT', `/api/runs/${run.id}/breakpoints`, breakpointList(tool))
         .then(() => showMessage(''))
         .catch((err) => showMessage(`breakpoints not set: ${errorText(err)}`));
