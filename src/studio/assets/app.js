@@ -35,6 +35,7 @@
     rows: new Map(), // record index -> tr.record
     maxRow: -1, // the largest record index in the table
     formTool: null, // the tool the input form was built for
+    formSchema: null, // and its inputSchema, as JSON text
     fields: [], // the input form's fields: {name, kind, input, schema, required}
     extraArgs: {}, // raw JSON keys that have no field in the form
   };
@@ -196,10 +197,15 @@
       const runTool = model.run && list.some((t) => t.name === model.run.tool) ? model.run.tool : null;
       model.tool = runTool || (list[0] ? list[0].name : null);
     }
+    showMessage('');
     renderDiagnostics();
     renderTools();
-    renderForm();
+    // The same inputs for the same tool: the form stays as it is (focus and half-typed text).
+    const tool = currentTool();
+    const schema = tool ? JSON.stringify(tool.inputSchema ?? null) : null;
+    if (!tool || view.formTool !== tool.name || view.formSchema !== schema) renderForm();
     drawGraph();
+    renderBreakpoints();
     renderControls();
   }
 
@@ -211,6 +217,7 @@
     renderTools();
     renderForm();
     drawGraph();
+    renderBreakpoints();
     renderControls();
   }
 
@@ -697,6 +704,20 @@
       .map((n) => n.id);
   }
 
+  // The list beside the drawing: the selected tool's breakpoints, each with a button to clear it.
+  function renderBreakpoints() {
+    const list = $('#breakpoints');
+    list.replaceChildren();
+    const tool = currentTool();
+    const ids = tool ? breakpointList(tool) : [];
+    for (const id of ids) {
+      const clear = h('button', { type: 'button', title: `clear the breakpoint on ${id}`, 'aria-label': `clear the breakpoint on ${id}` }, '\u00d7');
+      clear.addEventListener('click', () => toggleBreakpoint(id));
+      list.append(h('li', { 'data-node': id }, id, clear));
+    }
+    $('#breakpoints-empty').hidden = ids.length > 0;
+  }
+
   function toggleBreakpoint(id) {
     const tool = currentTool();
     if (!tool) return;
@@ -706,6 +727,7 @@
     if (set.has(id)) set.delete(id);
     else set.add(id);
     renderNode(id);
+    renderBreakpoints();
     const run = model.run;
     if (run && !run.superseded && run.tool === tool.name && RUN_ACTIVE.has(run.state)) {
       api('PUT', `/api/runs/${run.id}/breakpoints`, breakpointList(tool))
@@ -746,6 +768,7 @@
     showFormError('');
     const tool = currentTool();
     view.formTool = tool ? tool.name : null;
+    view.formSchema = tool ? JSON.stringify(tool.inputSchema ?? null) : null;
     $('#tool-description').textContent = tool && tool.description ? tool.description : '';
     if (!tool) {
       $('#raw-json').value = '';
