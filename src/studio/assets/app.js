@@ -455,11 +455,12 @@
     const nodes = Array.isArray(tool.nodes) ? tool.nodes : [];
     const edges = Array.isArray(tool.edges) ? tool.edges : [];
 
-    // The drawing's extent: the server's size, grown to whatever sticks out of it.
-    let maxX = Number(tool.width) || 0;
-    let maxY = Number(tool.height) || 0;
-    let minX = 0;
-    let minY = 0;
+    // The drawing's extent: what is drawn (the server's size has margins of its own), with room
+    // for the breakpoint dots left of the boxes and the counts above them.
+    let minX = Infinity;
+    let minY = Infinity;
+    let maxX = -Infinity;
+    let maxY = -Infinity;
     for (const n of nodes) {
       maxX = Math.max(maxX, n.x + n.width + 12);
       maxY = Math.max(maxY, n.y + n.height);
@@ -473,6 +474,12 @@
         minX = Math.min(minX, p[0]);
         minY = Math.min(minY, p[1]);
       }
+    }
+    if (!Number.isFinite(minX)) {
+      minX = 0;
+      minY = 0;
+      maxX = Number(tool.width) || 100;
+      maxY = Number(tool.height) || 100;
     }
     const extent = { minX, minY, maxX, maxY };
     // Labels of vertical stretches go on the side away from the boxes' middle (a back edge's
