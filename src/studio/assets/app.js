@@ -385,6 +385,73 @@
     return String(text).length * charWidth;
   }
 
+  const LABEL_CHAR = 6.4; // px a character of an edge label (10.5 px mono)
+
+  function rectsOverlap(a, b) {
+    return a[0] < b[2] && b[0] < a[2] && a[1] < b[3] && b[1] < a[3];
+  }
+
+  function lineHitsRect(points, r) {
+    for (let i = 1; i < points.length; i++) {
+      const [x1, y1] = points[i - 1];
+      const [x2, y2] = points[i];
+      const steps = Math.max(1, Math.ceil(Math.hypot(x2 - x1, y2 - y1) / 3));
+      for (let k = 0; k <= steps; k++) {
+        const x = x1 + ((x2 - x1) * k) / steps;
+        const y = y1 + ((y2 - y1) * k) / steps;
+        if (x > r[0] && x < r[2] && y > r[1] && y < r[3]) return true;
+      }
+    }
+    return false;
+  }
+
+  // Where an edge's label goes: near the middle of the edge, beside a vertical stretch (first on
+  // the side away from the boxes' middle: a back edge's lane is right of everything it passes,
+  // and the server's layout keeps room right of it) or above or below a horizontal one; the
+  // first place that covers no box, edge or earlier label, else the one that covers least.
+  function labelSpot(label, points, centreX, obstacles) {
+    const [mx, my, vertical] = midpoint(points);
+    const w = textWidth(label, LABEL_CHAR);
+    const candidates = [];
+    const side = (dir, d) => candidates.push(dir > 0
+      ? { x: mx + d, y: my + 4, anchor: 'start', rect: [mx + d, my - 5, mx + d + w, my + 6] }
+      : { x: mx - d, y: my + 4, anchor: 'end', rect: [mx - d - w, my - 5, mx - d, my + 6] });
+    const above = (d) => candidates.push({ x: mx, y: my - d, anchor: 'middle', rect: [mx - w / 2, my - d - 9, mx + w / 2, my - d + 2] });
+    const below = (d) => candidates.push({ x: mx, y: my + d + 9, anchor: 'middle', rect: [mx - w / 2, my + d, mx + w / 2, my + d + 11] });
+    const first = mx >= centreX ? 1 : -1;
+    for (const d of [8, 16, 28]) {
+      if (vertical) {
+        side(first, d);
+        side(-first, d);
+      } else {
+        above(d - 3);
+        below(d - 3);
+      }
+    }
+    for (const d of [8, 20]) {
+      if (vertical) {
+        above(d);
+        below(d);
+      } else {
+        side(first, d);
+        side(-first, d);
+      }
+    }
+    let best = candidates[0];
+    let bestHits = Infinity;
+    for (const c of candidates) {
+      let hits = 0;
+      for (const r of obstacles.rects) if (rectsOverlap(c.rect, r)) hits += 1;
+      for (const line of obstacles.lines) if (lineHitsRect(line, c.rect)) hits += 1;
+      if (hits < bestHits) {
+        best = c;
+        bestHits = hits;
+        if (hits === 0) break;
+      }
+    }
+    return best;
+  }
+
   function validPoints(points) {
     return Array.isArray(points)
       ? points.filter((p) => Array.isArray(p) && p.length >= 2 && Number.isFinite(p[0]) && Number.isFinite(p[1]))
@@ -507,6 +574,12 @@
     const nodeLayer = s('g', { class: 'nodes' });
     const labelLayer = s('g', { class: 'edge-labels' });
 
+    // What an edge label should not cover: the boxes, every edge, the labels placed before it.
+    const obstacles = {
+      rects: nodes.map((n) => [n.x, n.y, n.x + n.width, n.y + n.height]),
+      lines: edges.map((e) => validPoints(e.points)).filter((p) => p.length >= 2),
+    };
+
     for (const e of edges) {
       const points = validPoints(e.points);
       if (points.length < 2) continue;
@@ -524,34 +597,17 @@
       edgeLayer.append(path);
       view.edges.push({ path, from: e.from, to: e.to, kind });
       if (e.label) {
-        // Beside a vertical stretch (on the side away from the drawing's middle), above a
-        // horizontal one.
-        const [mx, my, vertical] = midpoint(points);
-        const width = textWidth(e.label, 6.4);
-        let x = mx;
-        let y = my - 5;
-        let anchor = 'middle';
-        if (vertical) {
-          y = my + 4;
-          if (mx >= centreX) {
-            anchor = 'start';
-            x = mx + 8;
-            extent.maxX = Math.max(extent.maxX, x + width);
-          } else {
-            anchor = 'end';
-            x = mx - 6;
-            extent.minX = Math.min(extent.minX, x - width);
-          }
-        } else {
-          extent.minX = Math.min(extent.minX, x - width / 2);
-          extent.maxX = Math.max(extent.maxX, x + width / 2);
-          extent.minY = Math.min(extent.minY, y - 12);
-        }
+        const spot = labelSpot(e.label, points, centreX, obstacles);
+        obstacles.rects.push(spot.rect);
+        extent.minX = Math.min(extent.minX, spot.rect[0]);
+        extent.minY = Math.min(extent.minY, spot.rect[1]);
+        extent.maxX = Math.max(extent.maxX, spot.rect[2]);
+        extent.maxY = Math.max(extent.maxY, spot.rect[3]);
         labelLayer.append(s('text', {
           class: `edge-label kind-${kind}`,
-          x: x.toFixed(1),
-          y: y.toFixed(1),
-          'text-anchor': anchor,
+          x: spot.x.toFixed(1),
+          y: spot.y.toFixed(1),
+          'text-anchor': spot.anchor,
           'data-from': e.from,
           'data-to': e.to,
         }, e.label));
