@@ -1364,13 +1364,19 @@
 
   // ---------------------------------------------------------------- history
 
+  let tbodyElement = null;
+  function historyBody() {
+    if (!tbodyElement) tbodyElement = $('#history tbody');
+    return tbodyElement;
+  }
+
   function renderHistoryCount() {
     const n = model.records.size;
     $('#history-count').textContent = n ? `${n} record${n === 1 ? '' : 's'}` : '';
   }
 
   function renderHistory() {
-    const tbody = $('#history tbody');
+    const tbody = historyBody();
     tbody.replaceChildren();
     view.rows.clear();
     view.maxRow = -1;
@@ -1401,7 +1407,7 @@
   }
 
   function renderRecord(rec) {
-    const tbody = $('#history tbody');
+    const tbody = historyBody();
     let tr = view.rows.get(rec.index);
     if (tr) {
       tr.replaceChildren(...recordCells(rec));
