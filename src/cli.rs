@@ -55,6 +55,23 @@ enum Command {
     /// delete and run tools) and checkGraph, drawGraph, lockGraph, buildGraph. Every edit is
     /// checked by the compiler before it is written (docs/toolkit.md).
     Toolkit(Common),
+    /// Debug a graph in the browser: its tools drawn, runs live, breakpoints, steps, history.
+    ///
+    /// Serves a local web page on 127.0.0.1 (everything embedded, nothing from the network)
+    /// that follows the file as it is edited (docs/studio.md).
+    Studio(StudioArgs),
+}
+
+#[derive(Args, Debug)]
+struct StudioArgs {
+    #[command(flatten)]
+    common: Common,
+    /// The port on 127.0.0.1 (0: any free port; the address is printed on stderr).
+    #[arg(long, default_value_t = 7821)]
+    port: u16,
+    /// Open the page in the default browser.
+    #[arg(long)]
+    open: bool,
 }
 
 #[derive(Args, Debug)]
@@ -266,6 +283,12 @@ pub fn main() -> ExitCode {
         (Some(Command::Lock(args)), _) if args.check => lock::check(&args.common),
         (Some(Command::Lock(args)), _) => lock::write(&args.common),
         (Some(Command::Toolkit(common)), _) => crate::toolkit::main(common.file, common.mcp),
+        (Some(Command::Studio(args)), _) => crate::studio::main(crate::studio::Options {
+            file: args.common.file,
+            mcp: args.common.mcp,
+            port: args.port,
+            open: args.open,
+        }),
         (None, Some(graph)) => serve(
             &Common {
                 file: graph,
@@ -420,7 +443,7 @@ fn serve(
 /// The graph file checked with its -m and lock files. A file that cannot be read (missing, not
 /// UTF-8) is served like a graph that does not check: the client sees why in `instructions`
 /// rather than a dead connection.
-fn read_for_serve(path: &Path, mcp: Option<&Path>) -> (SourceFile, Checked) {
+pub(crate) fn read_for_serve(path: &Path, mcp: Option<&Path>) -> (SourceFile, Checked) {
     let unreadable = |d: mcpgraph_compiler::Diagnostic| {
         let file = SourceFile::new(path.display().to_string(), String::new());
         let checked = Checked {
@@ -471,8 +494,12 @@ fn call(args: CallArgs) -> ExitCode {
     let Some(graph) = checked.graph else {
         return ExitCode::from(1);
     };
-    let observer: Option<mcpgraph_runtime::NodeObserver> = args.trace.then(|| {
-        std::sync::Arc::new(|r: &mcpgraph_runtime::NodeReport<'_>| {
+    // The engine's debugging surface, watching: one line per executed node on stderr.
+    let debugger = args.trace.then(|| {
+        mcpgraph_runtime::Debugger::watching(|event| {
+            let mcpgraph_runtime::DebugEvent::Finished(r) = event else {
+                return;
+            };
             let mut line = serde_json::json!({
                 "index": r.index - 1,
                 "node": r.node,
@@ -487,7 +514,7 @@ fn call(args: CallArgs) -> ExitCode {
                 line["failed"] = kind.as_str().into();
             }
             eprintln!("{line}");
-        }) as mcpgraph_runtime::NodeObserver
+        })
     });
     // Without answers nobody can be asked: asks are unavailable before their message is
     // evaluated, as for a client without elicitation.
@@ -499,7 +526,7 @@ fn call(args: CallArgs) -> ExitCode {
         }
     };
     let options = mcpgraph_runtime::CallOptions {
-        observer,
+        debugger,
         asker,
         ..Default::default()
     };

@@ -2,6 +2,7 @@
 
 mod aot;
 mod cli;
+mod studio;
 mod toolkit;
 
 fn main() -> std::process::ExitCode {

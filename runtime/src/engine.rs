@@ -2,8 +2,9 @@
 //! servers, `mcpgraph call` and `graph!` programs all call tools through this one type.
 
 use crate::cancel::Cancel;
+use crate::debug::Debugger;
 use crate::downstream::Downstream;
-use crate::executor::{self, Asker, Breakpoints, NodeObserver, RunEnv};
+use crate::executor::{self, Asker, NodeObserver, RunEnv};
 use crate::failure::{Failure, FailureKind, RunError};
 use crate::pool::Pool;
 use crate::program::Program;
@@ -24,9 +25,9 @@ pub struct CallOptions {
     pub observer: Option<NodeObserver>,
     /// Answers `ask` nodes; `None`: they fail with kind `unavailable`.
     pub asker: Option<Asker>,
-    /// Stops the run before a node of the called tool: the call ends as cancelled
-    /// ([`CallError::Cancelled`]); the caller's function knows where it stopped.
-    pub breakpoints: Option<Breakpoints>,
+    /// Told of node starts and ends; breakpoints, pause, step and stop (debug.rs). A stop
+    /// ends the call as cancelled ([`CallError::Cancelled`]); the debugger knows where.
+    pub debugger: Option<Debugger>,
 }
 
 pub struct Engine {
@@ -172,7 +173,7 @@ impl Engine {
             cancel,
             observer,
             asker,
-            breakpoints,
+            debugger,
         } = options;
         let index = self
             .program
@@ -194,7 +195,8 @@ impl Engine {
         let call = cancel.child_token();
         let _stop_when_dropped = call.clone().drop_guard();
         let cancel = Cancel::new(call, self.shutdown.clone());
-        let result = if tool.pure {
+        // A run that may wait in its debugger cannot complete in one poll: it goes to the workers.
+        let result = if tool.pure && debugger.as_ref().is_none_or(|d| !d.may_wait()) {
             match Handle::try_current() {
                 // A tool without mcp nodes runs on a thread of tokio's blocking pool, not on the
                 // task that called: a CPU-heavy run must not hold a runtime worker, or as many
@@ -206,13 +208,7 @@ impl Engine {
                     runtime
                         .spawn_blocking(move || {
                             run_pure(
-                                &program,
-                                index,
-                                args,
-                                downstream,
-                                cancel,
-                                observer,
-                                breakpoints,
+                                &program, index, args, downstream, cancel, observer, debugger,
                             )
                         })
                         .await
@@ -226,7 +222,7 @@ impl Engine {
                     self.downstream.clone(),
                     cancel,
                     observer,
-                    breakpoints,
+                    debugger,
                 ),
             }
         } else {
@@ -243,7 +239,7 @@ impl Engine {
                             cancel,
                             on_node: observer,
                             asker,
-                            breakpoints,
+                            debugger,
                         };
                         executor::run(&program, index, args, &env)
                             .await
@@ -299,7 +295,7 @@ fn run_pure(
     downstream: Arc<Downstream>,
     cancel: Cancel,
     observer: Option<NodeObserver>,
-    breakpoints: Option<Breakpoints>,
+    debugger: Option<Debugger>,
 ) -> Result<Value, RunError> {
     let env = RunEnv {
         downstream,
@@ -307,7 +303,7 @@ fn run_pure(
         cancel,
         on_node: observer,
         asker: None,
-        breakpoints,
+        debugger,
     };
     let run = executor::run(program, index, args, &env);
     let mut run = std::pin::pin!(run);

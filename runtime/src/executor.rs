@@ -7,6 +7,7 @@
 //! same task: they overlap while they wait, never while they evaluate.
 
 use crate::cancel::Cancel;
+use crate::debug::{DebugEvent, Debugger};
 use crate::downstream::{self, Downstream};
 use crate::failure::{Failure, FailureKind, RunError};
 use crate::history::{History, Record, SharedHistory};
@@ -42,13 +43,10 @@ pub struct RunEnv {
     pub on_node: Option<NodeObserver>,
     /// Who answers `ask` nodes; `None`: nobody can (kind `unavailable`).
     pub asker: Option<Asker>,
-    /// Asked before each node of the called tool (not of `server: self` callees) runs: `true`
-    /// stops the run there, before the node, as a cancellation (the toolkit's breakpoints).
-    pub breakpoints: Option<Breakpoints>,
+    /// Told of node starts and ends, and asked before each node of the called tool (not of
+    /// `server: self` callees) whether the run goes on, waits or ends there (debug.rs).
+    pub debugger: Option<Debugger>,
 }
-
-/// Whether a run stops before the node of this id (see [`RunEnv::breakpoints`]).
-pub type Breakpoints = Arc<dyn Fn(&str) -> bool + Send + Sync>;
 
 /// Called after each executed node of a call (progress notifications, `--trace`).
 pub type NodeObserver = Arc<dyn Fn(&NodeReport<'_>) + Send + Sync>;
@@ -185,6 +183,10 @@ struct Session<'a> {
     limits: Limits,
     started: Instant,
     deadline: Instant,
+    /// The time the run waited in its debugger: not counted toward the time limit.
+    paused: Cell<Duration>,
+    /// The run's registration with the watchdog (held until the run ends).
+    watch: Option<watchdog::Watch>,
     /// Nodes executed by every run of the call (callees included).
     executed: Cell<u64>,
     /// Reports made so far (the progress index).
@@ -241,16 +243,16 @@ pub async fn run(
         limits,
         started,
         deadline,
+        paused: Cell::new(Duration::ZERO),
+        watched: watch.is_some(),
+        watch,
         executed: Cell::new(0),
         reports: Cell::new(0),
         evaluation_cancel,
-        watched: watch.is_some(),
     };
-    let outcome = session
+    session
         .run_tool(tool, to_jvalue(&Value::Object(args)), String::new(), None)
-        .await;
-    drop(watch);
-    outcome
+        .await
 }
 
 impl<'a> Session<'a> {
@@ -304,7 +306,17 @@ impl<'a> Session<'a> {
     }
 
     fn past_deadline(&self) -> bool {
-        self.started.elapsed() >= Duration::from_millis(self.limits.max_execution_time_ms)
+        self.elapsed() >= Duration::from_millis(self.limits.max_execution_time_ms)
+    }
+
+    /// The run's time so far, pauses in its debugger left out.
+    fn elapsed(&self) -> Duration {
+        self.started.elapsed().saturating_sub(self.paused.get())
+    }
+
+    /// When the time limit ends the run (later by the time paused).
+    fn deadline(&self) -> Instant {
+        self.deadline + self.paused.get()
     }
 
     fn time_limit(&self) -> Failure {
@@ -313,7 +325,7 @@ impl<'a> Session<'a> {
             format!(
                 "Execution limit exceeded: maximum execution time ({}ms) reached. Elapsed time: {}ms",
                 self.limits.max_execution_time_ms,
-                self.started.elapsed().as_millis()
+                self.elapsed().as_millis()
             ),
         )
     }
@@ -343,18 +355,27 @@ impl<'a> Session<'a> {
     ) {
         let index = self.reports.get() + 1;
         self.reports.set(index);
+        let report = NodeReport {
+            index,
+            node,
+            node_type,
+            start: times.0,
+            duration: times.1,
+            output,
+            attempts,
+            failed,
+        };
         if let Some(observer) = &self.env.on_node {
-            observer(&NodeReport {
-                index,
-                node,
-                node_type,
-                start: times.0,
-                duration: times.1,
-                output,
-                attempts,
-                failed,
-            });
+            observer(&report);
         }
+        if let Some(debugger) = &self.env.debugger {
+            debugger.tell(&DebugEvent::Finished(&report));
+        }
+    }
+
+    /// Whether anyone is told of executed nodes.
+    fn reporting(&self) -> bool {
+        self.env.on_node.is_some() || self.env.debugger.is_some()
     }
 
     fn runtime(&self) -> Result<Handle, Failure> {
@@ -390,7 +411,7 @@ impl<'a> Session<'a> {
                 FailureKind::Timeout,
                 timed_out(timeout_ms.unwrap_or_default()),
             ).into()),
-            () = tokio::time::sleep_until(self.deadline.into()) => Err(Failure::new(FailureKind::Limit, "").into()),
+            () = tokio::time::sleep_until(self.deadline().into()) => Err(Failure::new(FailureKind::Limit, "").into()),
             () = self.env.cancel.cancelled() => Err(cancelled().into()),
         }
     }
@@ -429,7 +450,7 @@ impl<'a> Session<'a> {
             let wait = Duration::from_millis(retry.delay_before(attempt));
             // A wait never outlives the run: when the next attempt could not start in time, the
             // run ends now.
-            if Instant::now() + wait >= self.deadline {
+            if Instant::now() + wait >= self.deadline() {
                 return Err(NodeFailure::ending(self.time_limit()));
             }
             tokio::select! {
@@ -570,13 +591,9 @@ impl<'a> Run<'a> {
             self.check_limits()?;
             let node = self.tool.node(current);
             if self.prefix.is_empty()
-                && let Some(breakpoints) = &self.session.env.breakpoints
-                && breakpoints(&node.id)
+                && let Some(debugger) = &self.session.env.debugger
             {
-                return Err(self.between_nodes(Failure::new(
-                    FailureKind::Cancelled,
-                    format!("Stopped at breakpoint \"{}\"", node.id),
-                )));
+                self.debug(debugger, node).await?;
             }
             let node_start = self.session.started.elapsed();
             let step = match &node.kind {
@@ -688,6 +705,37 @@ impl<'a> Run<'a> {
     }
 
     /// A failure of the run itself (limits, cancellation), which names no node.
+    /// Asks the debugger before `node`; a pause stops the run's clock (and the watchdog's).
+    async fn debug(&self, debugger: &Debugger, node: &Node) -> Result<(), RunError> {
+        let session = self.session;
+        let pausing = || {
+            if let Some(watch) = &session.watch {
+                // Far enough: never reached while waiting; set again on resuming.
+                watch.set_deadline(Instant::now() + Duration::from_secs(366 * 24 * 3600));
+            }
+        };
+        let waited = debugger
+            .before(
+                &node.id,
+                node.kind.type_name(),
+                session.started.elapsed(),
+                &session.env.cancel,
+                pausing,
+            )
+            .await;
+        let waited = match waited {
+            Ok(waited) => waited,
+            Err(failure) => return Err(self.between_nodes(failure)),
+        };
+        if !waited.is_zero() {
+            session.paused.set(session.paused.get() + waited);
+            if let Some(watch) = &session.watch {
+                watch.set_deadline(session.deadline());
+            }
+        }
+        Ok(())
+    }
+
     fn between_nodes(&self, failure: Failure) -> RunError {
         RunError {
             tool: self.tool.name.clone(),
@@ -763,7 +811,7 @@ impl<'a> Run<'a> {
             },
         );
         self.session.executed.set(self.session.executed.get() + 1);
-        if self.session.env.on_node.is_some() {
+        if self.session.reporting() {
             let label = self.label(&node.id);
             self.session.report(
                 &label,

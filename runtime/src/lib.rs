@@ -5,6 +5,7 @@ pub use mcpgraph_macros::graph;
 
 mod cancel;
 mod child;
+mod debug;
 mod downstream;
 mod engine;
 mod envsubst;
@@ -29,11 +30,12 @@ mod value;
 mod watch;
 mod watchdog;
 
+pub use debug::{DebugEvent, DebugSink, Debugger};
 pub use engine::{CallError, CallOptions, Engine, LoadError};
 pub use evaluate::{
     EvaluateError, call_tool_once, evaluate_args, evaluate_jsonata, evaluate_logic,
 };
-pub use executor::{Asker, Breakpoints, NodeObserver, NodeReport, Question, Refusal};
+pub use executor::{Asker, NodeObserver, NodeReport, Question, Refusal};
 pub use failure::{Failure, FailureKind, RunError};
 pub use http::{
     DEFAULT_ADDR, ENDPOINT, HTTP_USAGE, HttpError, HttpOptions, run_http, serve_http,

@@ -52,15 +52,15 @@ impl Watch {
         }
     }
 
-    async fn run(mut self, server: GraphServer) {
+    /// Waits until the watched files changed (from how they were at the last version) and
+    /// settled, then reads and checks them: the next version. `serve --watch` and
+    /// `mcpgraph studio` follow a file with it.
+    pub async fn next_version(&mut self) -> (SourceFile, Checked) {
         let mut ticks = tokio::time::interval(POLL);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut last = self.served.clone();
         loop {
-            tokio::select! {
-                () = server.stopped().cancelled() => return,
-                _ = ticks.tick() => {}
-            }
+            ticks.tick().await;
             let files = self.files.clone();
             let Ok(now) = tokio::task::spawn_blocking(move || Snapshot::take(&files)).await else {
                 continue;
@@ -74,15 +74,11 @@ impl Watch {
                 continue;
             }
             let load = self.load.clone();
-            let style = self.style;
             let files = self.files.clone();
             // The files again after reading them: a save that began between the poll and the
-            // read is not served half-written; the next polls see it settle and read it again.
-            let Ok((read, after)) = tokio::task::spawn_blocking(move || {
-                let read = Read::new(&*load, style);
-                (read, Snapshot::take(&files))
-            })
-            .await
+            // read is not taken half-written; the next polls see it settle and read it again.
+            let Ok((read, after)) =
+                tokio::task::spawn_blocking(move || (load(), Snapshot::take(&files))).await
             else {
                 continue;
             };
@@ -91,6 +87,22 @@ impl Watch {
                 continue;
             }
             self.served = now;
+            return read;
+        }
+    }
+
+    async fn run(mut self, server: GraphServer) {
+        loop {
+            let (file, checked) = tokio::select! {
+                () = server.stopped().cancelled() => return,
+                read = self.next_version() => read,
+            };
+            let style = self.style;
+            let Ok(read) =
+                tokio::task::spawn_blocking(move || Read::new(file, checked, style)).await
+            else {
+                continue;
+            };
             read.take(&server).await;
         }
     }
@@ -116,8 +128,7 @@ struct Read {
 }
 
 impl Read {
-    fn new(load: &Load, style: Style) -> Read {
-        let (file, checked) = load();
+    fn new(file: SourceFile, checked: Checked, style: Style) -> Read {
         let diagnostics = if checked.diagnostics.is_empty() {
             String::new()
         } else {

@@ -84,6 +84,20 @@ pub fn watch(deadline: Instant, run: &Cancel, evaluation: &CancelToken) -> Optio
     Some(Watch { id })
 }
 
+impl Watch {
+    /// Moves the run's deadline (a run paused in its debugger).
+    pub fn set_deadline(&self, deadline: Instant) {
+        let Some(dog) = watchdog() else { return };
+        let mut state = dog.lock();
+        if let Some(entry) = state.runs.get_mut(&self.id) {
+            entry.deadline = deadline;
+        }
+        if state.next_wake.is_none_or(|wake| deadline < wake) {
+            dog.wake.notify_one();
+        }
+    }
+}
+
 impl Drop for Watch {
     fn drop(&mut self) {
         if let Some(dog) = watchdog() {

@@ -4,7 +4,8 @@
 
 use mcpgraph_compiler::{SourceFile, compile};
 use mcpgraph_runtime::{
-    Asker, CallError, CallOptions, Engine, FailureKind, NodeObserver, NodeReport, Question, Refusal,
+    Asker, CallError, CallOptions, DebugEvent, Debugger, Engine, FailureKind, NodeObserver,
+    NodeReport, Question, Refusal,
 };
 use serde_json::{Map, Value, json};
 use std::path::PathBuf;
@@ -457,60 +458,192 @@ fn a_map_gathering_too_much_stops_at_the_value_limit() {
     );
 }
 
-/// A breakpoint stops the run before the node, the n-th time it is reached; the nodes before it
-/// were reported, the node itself was not run.
-#[test]
-fn a_breakpoint_stops_the_run_before_its_node() {
+fn loop_graph(limits: &str) -> mcpgraph_compiler::Graph {
     let text = std::fs::read_to_string(
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/loop.yaml"),
     )
-    .unwrap();
-    let graph = compile(&SourceFile::new("loop.yaml", text), None)
+    .unwrap()
+    .replace("maxNodeExecutions: 2000", limits);
+    compile(&SourceFile::new("loop.yaml", text), None)
         .graph
-        .unwrap();
-    let tool = graph.tools[0].name.clone();
-    let switch = graph.tools[0]
-        .nodes
-        .iter()
-        .find(|n| n.kind.type_name() == "switch")
-        .map(|n| n.id.clone())
-        .unwrap();
-    let engine = Engine::load(graph).unwrap();
-    let reports: Arc<Mutex<Vec<String>>> = Arc::default();
-    let seen = reports.clone();
-    let observer: NodeObserver = Arc::new(move |r: &NodeReport<'_>| {
-        seen.lock().unwrap().push(r.node.to_string());
+        .unwrap()
+}
+
+/// The debugger's events as lines: `start X`, `end X`, `pause X`, `resume X`; and a channel
+/// that says each pause as it happens.
+fn debugger_log(
+    debugger: Debugger,
+) -> (
+    Debugger,
+    Arc<Mutex<Vec<String>>>,
+    std::sync::mpsc::Receiver<String>,
+) {
+    let log: Arc<Mutex<Vec<String>>> = Arc::default();
+    let (paused, pauses) = std::sync::mpsc::channel();
+    let seen = log.clone();
+    let debugger = debugger.with_sink(move |event| {
+        let line = match event {
+            DebugEvent::Started { node, .. } => format!("start {node}"),
+            DebugEvent::Finished(report) => format!("end {}", report.node),
+            DebugEvent::Paused { node } => {
+                let _ = paused.send(node.to_string());
+                format!("pause {node}")
+            }
+            DebugEvent::Resumed { node } => format!("resume {node}"),
+        };
+        seen.lock().unwrap().push(line);
     });
-    // Stop the second time the switch is reached.
-    let hits = Arc::new(Mutex::new(0));
-    let at = switch.clone();
-    let breakpoints: mcpgraph_runtime::Breakpoints = Arc::new(move |node: &str| {
-        if node != at {
-            return false;
-        }
-        let mut hits = hits.lock().unwrap();
-        *hits += 1;
-        *hits == 2
-    });
+    (debugger, log, pauses)
+}
+
+fn next_pause(pauses: &std::sync::mpsc::Receiver<String>) -> String {
+    pauses
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the run pauses")
+}
+
+/// A breakpoint pauses the run before its node; step runs that node and pauses before the
+/// next; breakpoints set while paused count; resume runs to the end. A pure tool too (it goes
+/// to the run workers when its debugger may pause it).
+#[test]
+fn the_debugger_pauses_steps_and_resumes() {
+    let engine = Engine::load(loop_graph("maxNodeExecutions: 2000")).unwrap();
+    let (debugger, log, pauses) = debugger_log(Debugger::new());
+    debugger.set_breakpoints(["check_condition".to_string()]);
     let rt = runtime();
+    let control = debugger.clone();
+    let driver = std::thread::spawn(move || {
+        let mut seen = vec![next_pause(&pauses)];
+        assert_eq!(control.paused_at().as_deref(), Some("check_condition"));
+        control.step();
+        seen.push(next_pause(&pauses));
+        control.step();
+        seen.push(next_pause(&pauses));
+        // No breakpoints from here: resume runs to the exit.
+        control.set_breakpoints([]);
+        control.resume();
+        seen
+    });
     let outcome = rt.block_on(engine.call_with(
-        &tool,
-        args(json!({"n": 5})),
+        "sum_to_n",
+        args(json!({"n": 3})),
         CallOptions {
-            observer: Some(observer),
-            breakpoints: Some(breakpoints),
+            debugger: Some(debugger.clone()),
+            ..Default::default()
+        },
+    ));
+    assert_eq!(outcome.unwrap(), json!({"sum": 6}));
+    let pauses = driver.join().unwrap();
+    assert_eq!(
+        pauses,
+        ["check_condition", "increment_node", "check_condition"]
+    );
+    let log = log.lock().unwrap();
+    assert_eq!(
+        log[..12],
+        [
+            "start entry_sum",
+            "end entry_sum",
+            "start increment_node",
+            "end increment_node",
+            "pause check_condition",
+            "resume check_condition",
+            "start check_condition",
+            "end check_condition",
+            "pause increment_node",
+            "resume increment_node",
+            "start increment_node",
+            "end increment_node",
+        ],
+        "{log:?}"
+    );
+    assert_eq!(log.last().map(String::as_str), Some("end exit_sum"));
+    assert_eq!(debugger.paused_at(), None);
+    assert_eq!(debugger.stopped_at(), None);
+}
+
+/// Stop ends a paused run before its node, as a cancellation; a run started paused waits
+/// before its entry node.
+#[test]
+fn the_debugger_stops_a_paused_run() {
+    let engine = Engine::load(loop_graph("maxNodeExecutions: 2000")).unwrap();
+    let (debugger, log, pauses) = debugger_log(Debugger::new());
+    debugger.pause();
+    let control = debugger.clone();
+    let driver = std::thread::spawn(move || {
+        let at = next_pause(&pauses);
+        control.stop();
+        at
+    });
+    let outcome = runtime().block_on(engine.call_with(
+        "sum_to_n",
+        args(json!({"n": 3})),
+        CallOptions {
+            debugger: Some(debugger.clone()),
             ..Default::default()
         },
     ));
     assert!(matches!(outcome, Err(CallError::Cancelled)), "{outcome:?}");
-    let reports = reports.lock().unwrap();
+    assert_eq!(driver.join().unwrap(), "entry_sum");
+    assert_eq!(debugger.stopped_at().as_deref(), Some("entry_sum"));
+    assert_eq!(*log.lock().unwrap(), ["pause entry_sum"]);
+}
+
+/// Time paused does not count toward maxExecutionTimeMs: a run paused for longer than its time
+/// limit still finishes.
+#[test]
+fn time_paused_is_not_run_time() {
+    let engine = Engine::load(loop_graph(
+        "maxNodeExecutions: 2000\n  maxExecutionTimeMs: 300",
+    ))
+    .unwrap();
+    let (debugger, _log, pauses) = debugger_log(Debugger::new());
+    debugger.set_breakpoints(["exit_transform".to_string()]);
+    let control = debugger.clone();
+    let driver = std::thread::spawn(move || {
+        next_pause(&pauses);
+        // What is measured here is the passing of time itself, not an ordering.
+        std::thread::sleep(Duration::from_millis(600));
+        control.resume();
+    });
+    let started = Instant::now();
+    let outcome = runtime().block_on(engine.call_with(
+        "sum_to_n",
+        args(json!({"n": 5})),
+        CallOptions {
+            debugger: Some(debugger),
+            ..Default::default()
+        },
+    ));
+    driver.join().unwrap();
+    assert!(started.elapsed() >= Duration::from_millis(600));
+    assert_eq!(outcome.unwrap(), json!({"sum": 15}));
+}
+
+/// A stopping debugger (the toolkit's breakpoints) ends the run the first time a breakpoint is
+/// reached; the nodes before it were reported, the node itself did not run.
+#[test]
+fn a_stopping_debugger_ends_the_run_at_its_breakpoint() {
+    let engine = Engine::load(loop_graph("maxNodeExecutions: 2000")).unwrap();
+    let (debugger, log, _pauses) =
+        debugger_log(Debugger::stopping(["check_condition".to_string()]));
+    let outcome = runtime().block_on(engine.call_with(
+        "sum_to_n",
+        args(json!({"n": 5})),
+        CallOptions {
+            debugger: Some(debugger.clone()),
+            ..Default::default()
+        },
+    ));
+    assert!(matches!(outcome, Err(CallError::Cancelled)), "{outcome:?}");
+    assert_eq!(debugger.stopped_at().as_deref(), Some("check_condition"));
     assert_eq!(
-        reports.iter().filter(|n| **n == switch).count(),
-        1,
-        "{reports:?}"
+        *log.lock().unwrap(),
+        [
+            "start entry_sum",
+            "end entry_sum",
+            "start increment_node",
+            "end increment_node"
+        ]
     );
-    assert_ne!(reports.last(), Some(&switch), "{reports:?}");
-    // Without breakpoints the same call finishes.
-    let done = rt.block_on(engine.call(&tool, args(json!({"n": 5})), Default::default(), None));
-    assert_eq!(done.unwrap(), json!({"sum": 15}));
 }

@@ -4,11 +4,10 @@
 use super::history::Recorder;
 use super::tools::Failed;
 use mcpgraph_compiler::{Checked, Graph, SourceFile};
-use mcpgraph_runtime::{Breakpoints, CallError, CallOptions, Engine};
+use mcpgraph_runtime::{CallError, CallOptions, Debugger, Engine};
 use serde_json::{Map, Value, json};
-use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 /// One version of the graph: the texts it was made from, its check, and its engine when it
@@ -128,26 +127,15 @@ pub async fn run(
         return Err(Failed::new(format!("Tool not found: {tool}")));
     };
     let recorder = Recorder::new(ir.nodes.iter().map(|n| n.id.clone()));
-    let stopped: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
-    let breakpoints = (!breakpoints.is_empty()).then(|| {
-        let set: HashSet<String> = breakpoints.into_iter().collect();
-        let stopped = stopped.clone();
-        Arc::new(move |node: &str| {
-            let stop = set.contains(node);
-            if stop && let Ok(mut at) = stopped.lock() {
-                *at = Some(node.to_string());
-            }
-            stop
-        }) as Breakpoints
-    });
+    let debugger = (!breakpoints.is_empty()).then(|| Debugger::stopping(breakpoints));
     let options = CallOptions {
         cancel,
         observer: Some(recorder.observer()),
-        breakpoints,
+        debugger: debugger.clone(),
         ..CallOptions::default()
     };
     let outcome = engine.call_with(tool, arguments, options).await;
-    let stopped_at = stopped.lock().ok().and_then(|s| s.clone());
+    let stopped_at = debugger.and_then(|d| d.stopped_at());
     match outcome {
         Ok(result) => Ok(json!({"result": result, "executionHistory": recorder.history(None)})),
         Err(CallError::Cancelled) if stopped_at.is_some() => Ok(json!({

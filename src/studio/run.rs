@@ -1,0 +1,446 @@
+//! One run of a tool under the engine's debugger: what the page sees of it (node states,
+//! records, the end), kept as the debugger's events arrive, and published as they arrive.
+//!
+//! The events are published while the run's state is locked, so the stream and the snapshots
+//! agree: a page that fetches a snapshot and then applies the events after it misses nothing.
+
+use super::{Studio, Version};
+use mcpgraph_runtime::{CallError, CallOptions, DebugEvent, Debugger, Engine, NodeReport};
+use serde_json::{Map, Value, json};
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use tokio_util::sync::CancellationToken;
+
+/// How many bytes (of JSON text) the outputs a run keeps for the page may take; past it,
+/// records keep their node, times and kind but not their output (`truncated`).
+const KEPT_BYTES: usize = 64 << 20;
+
+pub struct Run {
+    id: u64,
+    debugger: Debugger,
+    cancel: CancellationToken,
+    shared: Arc<Shared>,
+}
+
+/// What the debugger's events and the HTTP handlers share.
+struct Shared {
+    id: u64,
+    tool: String,
+    /// The tool's node ids: reports of anything else are items, branches or callee nodes.
+    nodes: HashSet<String>,
+    studio: Weak<Studio>,
+    state: Mutex<RunState>,
+}
+
+#[derive(Default)]
+struct RunState {
+    /// `running`, `paused`, `done`, `failed`, `stopped`.
+    phase: &'static str,
+    paused_at: Option<String>,
+    nodes: BTreeMap<String, NodeState>,
+    records: Vec<Record>,
+    kept_bytes: usize,
+    result: Option<Value>,
+    error: Option<Value>,
+}
+
+struct NodeState {
+    state: &'static str,
+    duration_ms: Option<f64>,
+    count: u32,
+}
+
+struct Record {
+    node: String,
+    node_type: &'static str,
+    start_ms: f64,
+    duration_ms: f64,
+    attempts: Option<u32>,
+    /// `None`: undefined, or not kept (`truncated`).
+    output: Option<Value>,
+    truncated: bool,
+    failure_kind: Option<&'static str>,
+    error: Option<String>,
+}
+
+impl Run {
+    #[allow(clippy::too_many_arguments)]
+    pub fn start(
+        id: u64,
+        tool: String,
+        nodes: Vec<String>,
+        breakpoints: Vec<String>,
+        paused: bool,
+        studio: &Arc<Studio>,
+        version: Arc<Version>,
+        engine: Arc<Engine>,
+        arguments: Map<String, Value>,
+    ) -> Arc<Run> {
+        let shared = Arc::new(Shared {
+            id,
+            tool: tool.clone(),
+            nodes: nodes.into_iter().collect(),
+            studio: Arc::downgrade(studio),
+            state: Mutex::new(RunState {
+                phase: "running",
+                ..RunState::default()
+            }),
+        });
+        let sink = shared.clone();
+        let debugger = Debugger::new().with_sink(move |event| sink.event(event));
+        debugger.set_breakpoints(breakpoints);
+        if paused {
+            debugger.pause();
+        }
+        let cancel = CancellationToken::new();
+        let run = Arc::new(Run {
+            id,
+            debugger: debugger.clone(),
+            cancel: cancel.clone(),
+            shared: shared.clone(),
+        });
+        {
+            let state = shared.lock();
+            shared.publish(&state, &shared.run_event(&state));
+        }
+        tokio::spawn(async move {
+            let options = CallOptions {
+                cancel,
+                debugger: Some(debugger.clone()),
+                ..CallOptions::default()
+            };
+            let outcome = engine.call_with(&tool, arguments, options).await;
+            shared.end(outcome, debugger.stopped_at().is_some());
+            // The version (and its engine) lives as long as its run.
+            drop(version);
+        });
+        run
+    }
+
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    pub fn debugger(&self) -> &Debugger {
+        &self.debugger
+    }
+
+    /// Ends the run: before its next node, or at once if it waits or is inside a node (its
+    /// downstream calls are cancelled).
+    pub fn stop(&self) {
+        self.debugger.stop();
+        self.cancel.cancel();
+    }
+
+    /// Everything the page shows of the run (records without their contexts).
+    pub fn snapshot(&self) -> Value {
+        let state = self.shared.lock();
+        let nodes: Map<String, Value> = state
+            .nodes
+            .iter()
+            .map(|(id, node)| (id.clone(), node.json()))
+            .collect();
+        let records: Vec<Value> = state
+            .records
+            .iter()
+            .enumerate()
+            .map(|(i, r)| r.json(i))
+            .collect();
+        json!({
+            "run": self.id,
+            "tool": self.shared.tool,
+            "state": state.phase,
+            "pausedAt": state.paused_at,
+            "breakpoints": self.debugger.breakpoints(),
+            "nodes": nodes,
+            "records": records,
+            "result": state.result,
+            "error": state.error,
+        })
+    }
+
+    /// Record `index` with the context its node saw: the latest output of each node before it,
+    /// newest first (what `$` held when the node ran).
+    pub fn record_with_context(&self, index: usize) -> Option<Value> {
+        let state = self.shared.lock();
+        let record = state.records.get(index)?;
+        let mut latest: Vec<(&str, &Value)> = Vec::new();
+        let mut truncated = false;
+        for earlier in &state.records[..index] {
+            latest.retain(|(node, _)| *node != earlier.node);
+            truncated |= earlier.truncated;
+            if let Some(output) = &earlier.output {
+                latest.push((&earlier.node, output));
+            }
+        }
+        let mut context = Map::new();
+        for (node, output) in latest.iter().rev() {
+            context.insert(node.to_string(), (*output).clone());
+        }
+        let mut value = record.json(index);
+        value["context"] = Value::Object(context);
+        if truncated {
+            value["contextTruncated"] = true.into();
+        }
+        Some(value)
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, RunState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Publishes `event`; called with the state locked (see the module's comment).
+    fn publish(&self, _state: &MutexGuard<'_, RunState>, event: &Value) {
+        if let Some(studio) = self.studio.upgrade() {
+            studio.publish(event);
+        }
+    }
+
+    fn run_event(&self, state: &RunState) -> Value {
+        let mut event = json!({
+            "type": "run",
+            "run": self.id,
+            "tool": self.tool,
+            "state": state.phase,
+        });
+        if let Some(node) = &state.paused_at {
+            event["pausedAt"] = node.clone().into();
+        }
+        event
+    }
+
+    fn node_event(&self, id: &str, node: &NodeState) -> Value {
+        let mut event = node.json();
+        event["type"] = "node".into();
+        event["run"] = self.id.into();
+        event["node"] = id.into();
+        event
+    }
+
+    fn event(&self, event: &DebugEvent<'_>) {
+        let mut state = self.lock();
+        match event {
+            DebugEvent::Started { node, .. } => {
+                let entry = state.node(node);
+                entry.state = "running";
+                let event = self.node_event(node, &state.nodes[*node]);
+                self.publish(&state, &event);
+            }
+            DebugEvent::Paused { node } => {
+                state.node(node).state = "paused";
+                state.phase = "paused";
+                state.paused_at = Some(node.to_string());
+                let event = self.node_event(node, &state.nodes[*node]);
+                self.publish(&state, &event);
+                let event = self.run_event(&state);
+                self.publish(&state, &event);
+            }
+            DebugEvent::Resumed { .. } => {
+                state.phase = "running";
+                state.paused_at = None;
+                let event = self.run_event(&state);
+                self.publish(&state, &event);
+            }
+            DebugEvent::Finished(report) => self.finished(&mut state, report),
+        }
+    }
+
+    fn finished(&self, state: &mut MutexGuard<'_, RunState>, report: &NodeReport<'_>) {
+        let duration_ms = report.duration.as_secs_f64() * 1000.0;
+        let outcome = if report.failed.is_some() {
+            "failed"
+        } else {
+            "done"
+        };
+        if !self.nodes.contains(report.node) {
+            // A map item `fetch[3]` or a parallel branch `both.news`: their pseudo node. The
+            // nodes of a `server: self` callee (`call › double.entry`) are not drawn.
+            let Some(pseudo) = self.pseudo(report.node) else {
+                return;
+            };
+            let entry = state.node(&pseudo);
+            entry.state = outcome;
+            entry.duration_ms = Some(duration_ms);
+            entry.count += 1;
+            let event = self.node_event(&pseudo, &state.nodes[&pseudo]);
+            self.publish(state, &event);
+            return;
+        }
+        let entry = state.node(report.node);
+        entry.state = outcome;
+        entry.duration_ms = Some(duration_ms);
+        entry.count += 1;
+        let event = self.node_event(report.node, &state.nodes[report.node]);
+        self.publish(state, &event);
+        let output = mcpgraph_runtime::to_json(report.output);
+        let bytes = output
+            .as_ref()
+            .map_or(0, |v| serde_json::to_string(v).map_or(0, |t| t.len()));
+        let keep = state.kept_bytes + bytes <= KEPT_BYTES;
+        if keep {
+            state.kept_bytes += bytes;
+        }
+        let record = Record {
+            node: report.node.to_string(),
+            node_type: report.node_type,
+            start_ms: report.start.as_secs_f64() * 1000.0,
+            duration_ms,
+            attempts: report.attempts,
+            output: if keep { output } else { None },
+            truncated: !keep,
+            failure_kind: report.failed.map(|k| k.as_str()),
+            error: None,
+        };
+        let event = json!({
+            "type": "record",
+            "run": self.id,
+            "record": record.json(state.records.len()),
+        });
+        state.records.push(record);
+        self.publish(state, &event);
+    }
+
+    /// The pseudo node a report of an item or branch belongs to.
+    fn pseudo(&self, label: &str) -> Option<String> {
+        if label.contains(" › ") {
+            return None;
+        }
+        if let Some((node, _)) = label.split_once('[')
+            && self.nodes.contains(node)
+        {
+            return Some(format!("{node}/call"));
+        }
+        let (node, branch) = label.split_once('.')?;
+        self.nodes
+            .contains(node)
+            .then(|| format!("{node}/{branch}"))
+    }
+
+    /// The call's end: its result, or its error (the failed node marked, and recorded last as
+    /// the toolkit does), or stopped.
+    fn end(&self, outcome: Result<Value, CallError>, stopped: bool) {
+        let mut state = self.lock();
+        state.paused_at = None;
+        match outcome {
+            Ok(result) => {
+                state.phase = "done";
+                state.result = Some(result);
+            }
+            Err(CallError::Cancelled) => {
+                state.phase = "stopped";
+                let message = if stopped {
+                    "Stopped by the debugger"
+                } else {
+                    "Execution was cancelled"
+                };
+                state.error = Some(json!({"message": message, "kind": "cancelled"}));
+                // A node that was running when the run was cancelled did not finish.
+                for node in state.nodes.values_mut() {
+                    if node.state == "running" || node.state == "paused" {
+                        node.state = "pending";
+                    }
+                }
+            }
+            Err(error) => {
+                state.phase = "failed";
+                let mut value =
+                    json!({"message": error.to_string(), "kind": error.kind().as_str()});
+                if let CallError::Run(run) = &error
+                    && let Some((node, node_type)) = &run.node
+                {
+                    value["node"] = node.clone().into();
+                    let entry = state.node(node);
+                    entry.state = "failed";
+                    entry.count += 1;
+                    let event = self.node_event(node, &state.nodes[node.as_str()]);
+                    self.publish(&state, &event);
+                    let end_ms = state
+                        .records
+                        .last()
+                        .map_or(0.0, |r| r.start_ms + r.duration_ms);
+                    let record = Record {
+                        node: node.clone(),
+                        node_type,
+                        start_ms: end_ms,
+                        duration_ms: 0.0,
+                        attempts: None,
+                        output: None,
+                        truncated: false,
+                        failure_kind: Some(error.kind().as_str()),
+                        error: Some(run.failure.message.clone()),
+                    };
+                    let event = json!({
+                        "type": "record",
+                        "run": self.id,
+                        "record": record.json(state.records.len()),
+                    });
+                    state.records.push(record);
+                    self.publish(&state, &event);
+                }
+                state.error = Some(value);
+            }
+        }
+        let event = self.run_event(&state);
+        self.publish(&state, &event);
+        let event = json!({
+            "type": "end",
+            "run": self.id,
+            "state": state.phase,
+            "result": state.result,
+            "error": state.error,
+        });
+        self.publish(&state, &event);
+    }
+}
+
+impl RunState {
+    fn node(&mut self, id: &str) -> &mut NodeState {
+        self.nodes.entry(id.to_string()).or_insert(NodeState {
+            state: "pending",
+            duration_ms: None,
+            count: 0,
+        })
+    }
+}
+
+impl NodeState {
+    fn json(&self) -> Value {
+        let mut value = json!({"state": self.state, "count": self.count});
+        if let Some(ms) = self.duration_ms {
+            value["durationMs"] = round3(ms).into();
+        }
+        value
+    }
+}
+
+impl Record {
+    fn json(&self, index: usize) -> Value {
+        let mut value = json!({
+            "index": index,
+            "node": self.node,
+            "type": self.node_type,
+            "startMs": round3(self.start_ms),
+            "durationMs": round3(self.duration_ms),
+            "output": self.output,
+        });
+        if let Some(attempts) = self.attempts {
+            value["attempts"] = attempts.into();
+        }
+        if let Some(kind) = self.failure_kind {
+            value["failureKind"] = kind.into();
+        }
+        if let Some(error) = &self.error {
+            value["error"] = error.clone().into();
+        }
+        if self.truncated {
+            value["truncated"] = true.into();
+        }
+        value
+    }
+}
+
+fn round3(ms: f64) -> f64 {
+    (ms * 1000.0).round() / 1000.0
+}
