@@ -32,6 +32,7 @@
   const view = {
     nodes: new Map(), // node id -> {g, stats, type}
     edges: [], // {path, from, to, kind}
+    size: null, // the drawing's [width, height] in its own units
     rows: new Map(), // record index -> tr.record
     maxRow: -1, // the largest record index in the table
     formTool: null, // the tool the input form was built for
@@ -452,6 +453,41 @@
     return best;
   }
 
+  // Where a node's count and duration go: a corner just outside its box (above left, above
+  // right, below left, below right) that no edge, box or label crosses, so that the text never
+  // hides an arrow head; else the corner crossed least.
+  const STATS_WIDTH = 76; // "×999 · 0.000 ms" at 10 px
+  function statsSpot(n, type, obstacles) {
+    const { x, y } = n;
+    const w = n.width;
+    const hgt = n.height;
+    const below = y + hgt + ((type === 'map' || type === 'parallel') ? 8 : 0);
+    const mid = y + hgt / 2;
+    const right = x + w + ((type === 'map' || type === 'parallel') ? 14 : 6);
+    const candidates = [
+      { x: x + 1, y: y - 5, anchor: 'start', rect: [x, y - 14, x + STATS_WIDTH, y - 2] },
+      { x: x + w - 1, y: y - 5, anchor: 'end', rect: [x + w - STATS_WIDTH, y - 14, x + w, y - 2] },
+      { x: x + 1, y: below + 12, anchor: 'start', rect: [x, below + 2, x + STATS_WIDTH, below + 14] },
+      { x: x + w - 1, y: below + 12, anchor: 'end', rect: [x + w - STATS_WIDTH, below + 2, x + w, below + 14] },
+      { x: right, y: mid + 4, anchor: 'start', rect: [right, mid - 6, right + STATS_WIDTH, mid + 6] },
+      // Left of the breakpoint dot.
+      { x: x - 18, y: mid + 4, anchor: 'end', rect: [x - 18 - STATS_WIDTH, mid - 6, x - 16, mid + 6] },
+    ];
+    let best = candidates[0];
+    let bestHits = Infinity;
+    for (const c of candidates) {
+      let hits = 0;
+      for (const r of obstacles.rects) if (rectsOverlap(c.rect, r)) hits += 1;
+      for (const line of obstacles.lines) if (lineHitsRect(line, c.rect)) hits += 1;
+      if (hits < bestHits) {
+        best = c;
+        bestHits = hits;
+        if (hits === 0) break;
+      }
+    }
+    return best;
+  }
+
   function validPoints(points) {
     return Array.isArray(points)
       ? points.filter((p) => Array.isArray(p) && p.length >= 2 && Number.isFinite(p[0]) && Number.isFinite(p[1]))
@@ -509,6 +545,7 @@
     const tool = currentTool();
     const empty = $('#empty');
     if (!tool) {
+      view.size = null;
       svg.setAttribute('width', '0');
       svg.setAttribute('height', '0');
       svg.removeAttribute('viewBox');
@@ -576,7 +613,10 @@
 
     // What an edge label should not cover: the boxes, every edge, the labels placed before it.
     const obstacles = {
-      rects: nodes.map((n) => [n.x, n.y, n.x + n.width, n.y + n.height]),
+      rects: nodes.map((n) => {
+        const stack = n.type === 'map' || n.type === 'parallel' ? 8 : 0;
+        return [n.x, n.y, n.x + n.width + stack, n.y + n.height + stack];
+      }),
       lines: edges.map((e) => validPoints(e.points)).filter((p) => p.length >= 2),
     };
 
@@ -656,8 +696,13 @@
           'text-anchor': 'middle',
         }, clip(String(n.detail), Math.floor(room / 6.1))));
       }
-      // Above the box's left end: back edges run in from the right.
-      const stats = s('text', { class: 'node-stats', x: x + 1, y: y - 5, 'text-anchor': 'start' });
+      const spot = statsSpot(n, type, obstacles);
+      obstacles.rects.push(spot.rect);
+      extent.minX = Math.min(extent.minX, spot.rect[0]);
+      extent.minY = Math.min(extent.minY, spot.rect[1]);
+      extent.maxX = Math.max(extent.maxX, spot.rect[2]);
+      extent.maxY = Math.max(extent.maxY, spot.rect[3]);
+      const stats = s('text', { class: 'node-stats', x: spot.x, y: spot.y, 'text-anchor': spot.anchor });
       g.append(stats);
       if (!pseudo) {
         g.append(s('circle', { class: 'bp-dot', cx: x - 9, cy: y + hgt / 2, r: 5 }));
@@ -690,8 +735,24 @@
     const vw = Math.ceil(extent.maxX - extent.minX + 2 * pad);
     const vh = Math.ceil(extent.maxY - extent.minY + 2 * pad);
     svg.setAttribute('viewBox', `${vx} ${vy} ${vw} ${vh}`);
-    svg.setAttribute('width', String(vw));
-    svg.setAttribute('height', String(vh));
+    view.size = [vw, vh];
+    fitDrawing();
+  }
+
+  // A small drawing is shown up to a quarter larger when the canvas has the room; a wide one
+  // shrinks to the canvas's width (CSS max-width), a tall one scrolls.
+  function fitDrawing() {
+    const svg = $('#graph');
+    if (!view.size) return;
+    const [vw, vh] = view.size;
+    const canvas = $('#canvas');
+    let k = 1;
+    if (canvas && canvas.clientWidth > 0 && canvas.clientHeight > 0) {
+      k = Math.min(1.25, (canvas.clientWidth - 26) / vw, (canvas.clientHeight - 26) / vh);
+      if (!(k > 1)) k = 1;
+    }
+    svg.setAttribute('width', String(Math.round(vw * k)));
+    svg.setAttribute('height', String(Math.round(vh * k)));
   }
 
   function renderNode(id) {
@@ -1302,6 +1363,19 @@
     if (Array.isArray(snap.records)) {
       model.records.clear();
       for (const rec of snap.records) if (rec && typeof rec.index === 'number') model.records.set(rec.index, rec);
+      // The edges the run went along, as the events would have marked them: from each node to
+      // the next one that finished, and to the node it waits before.
+      const order = [...model.records.values()].sort((a, b) => a.index - b.index).map((r) => r.node);
+      if (run.pausedAt) order.push(run.pausedAt);
+      for (let i = 1; i < order.length; i++) {
+        if (order[i - 1] !== order[i] && hasEdge(order[i - 1], order[i])) markTaken(order[i - 1], order[i]);
+      }
+      model.lastDone = snap.records.length ? snap.records[snap.records.length - 1].node : null;
+    }
+    // The run's breakpoints are the tool's (a run started elsewhere brings its own).
+    if (Array.isArray(snap.breakpoints) && typeof snap.tool === 'string') {
+      model.breakpoints.set(snap.tool, new Set(snap.breakpoints.filter((b) => typeof b === 'string')));
+      renderBreakpoints();
     }
     model.result = RUN_ACTIVE.has(run.state) ? null : { state: run.state, result: snap.result, error: snap.error || null };
     renderAllNodes();
@@ -1601,6 +1675,7 @@
       }
     });
     $('#raw-toggle').checked = false; // a reload may restore it; the form is the starting mode
+    window.addEventListener('resize', fitDrawing);
     renderConn();
     renderRunState();
     renderControls();
