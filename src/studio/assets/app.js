@@ -293,7 +293,7 @@
       h('div', { class: 'diagnostic-head' },
         h('span', { class: 'severity' }, d.severity || 'error'),
         d.code ? h('span', { class: 'code mono' }, d.code) : null,
-        h('span', { class: 'message' }, d.message || ''),
+        h('span', { class: 'diag-message' }, d.message || ''),
         where ? h('span', { class: 'where mono' }, where) : null),
       d.label ? h('div', { class: 'label' }, d.label) : null,
       ...others.map((l) => h('div', { class: 'label secondary' }, h('span', { class: 'mono' }, `${l.line}:${l.column ?? 1}`), ' ', l.label || '')),
@@ -332,7 +332,9 @@
     if (!target) return;
     for (const li of document.querySelectorAll('#source li.current')) li.classList.remove('current');
     target.classList.add('current');
-    target.scrollIntoView({ block: 'center', behavior: 'smooth' });
+    // Vertically only: scrollIntoView would also scroll a long line sideways, past the numbers.
+    const box = $('#source');
+    box.scrollTo({ top: Math.max(0, target.offsetTop - box.clientHeight / 2), behavior: 'smooth' });
   }
 
   // ---------------------------------------------------------------- drawing
