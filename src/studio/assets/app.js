@@ -1285,7 +1285,8 @@
     };
     // Until the new run's first event, the page shows a run starting, not the one before (whose
     // late events are dropped from here on).
-    model.run = { id: model.run ? model.run.id : -1, tool: tool.name, state: 'running', pausedAt: null, superseded: true };
+    const before = model.run && !model.run.gone ? model.run.id : -1;
+    model.run = { id: before, tool: tool.name, state: 'running', pausedAt: null, superseded: true };
     resetRunView();
     renderRunState();
     renderControls();
