@@ -708,7 +708,16 @@
       g.append(stats);
       if (!pseudo) {
         g.append(s('circle', { class: 'bp-dot', cx: x - 9, cy: y + hgt / 2, r: 5 }));
+        g.setAttribute('tabindex', '0');
+        g.setAttribute('role', 'button');
+        g.setAttribute('aria-label', `${n.id}: set or clear a breakpoint`);
         g.addEventListener('click', () => toggleBreakpoint(n.id));
+        g.addEventListener('keydown', (e) => {
+          if (e.key === 'Enter' || e.key === ' ') {
+            e.preventDefault();
+            toggleBreakpoint(n.id);
+          }
+        });
       }
       nodeLayer.append(g);
       view.nodes.set(n.id, { g, stats, type });
