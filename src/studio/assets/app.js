@@ -25,6 +25,7 @@
     highlight: null, // the node highlighted from the history
     expanded: null, // the record index whose detail row is open
     conn: 'connecting',
+    warningsOpen: false, // the list of a checking graph's warnings is open
     reconnected: false, // the event stream broke: catch up on its next `hello`
   };
 
@@ -233,6 +234,19 @@
     if (list.length === 0) {
       box.append(h('p', { class: 'muted' }, model.graph ? 'The graph has no tools.' : 'Loading\u2026'));
       return;
+    }
+    // A graph that checks may still have warnings: listed under its tools.
+    const warnings = model.graph && Array.isArray(model.graph.diagnostics) ? model.graph.diagnostics : [];
+    if (warnings.length > 0) {
+      const details = h('details', { class: 'warnings', open: model.warningsOpen },
+        h('summary', {}, `${warnings.length} warning${warnings.length === 1 ? '' : 's'}`),
+        h('ul', {}, ...warnings.map((d) => h('li', {},
+          Number.isInteger(d.line) ? h('span', { class: 'mono' }, `${d.line}:${d.column ?? 1} `) : null,
+          d.code ? h('span', { class: 'mono muted' }, `${d.code} `) : null,
+          d.message || '',
+          d.help ? h('div', { class: 'muted' }, `help: ${d.help}`) : null))));
+      details.addEventListener('toggle', () => { model.warningsOpen = details.open; });
+      box.append(details);
     }
     for (const tool of list) {
       const button = h('button', {
@@ -1363,7 +1377,10 @@
 
   function applySnapshot(snap) {
     if (!snap || typeof snap.run !== 'number') return;
-    if (!acceptRun(snap.run, snap.tool, snap.state, true)) return;
+    // A snapshot is older than a run the page already follows (one it started meanwhile); it
+    // wins over a run a restarted server no longer has.
+    const fresh = !model.run || !!model.run.gone;
+    if (!acceptRun(snap.run, snap.tool, snap.state, fresh)) return;
     const run = model.run;
     if (typeof snap.state === 'string') run.state = snap.state;
     run.pausedAt = run.state === 'paused' && typeof snap.pausedAt === 'string' ? snap.pausedAt : null;
