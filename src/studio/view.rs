@@ -8,11 +8,12 @@
 //! `RenderBackend` that records `draw_rect` and `draw_arrow`. What it gives is not what the
 //! page needs, though: edges come as cubic Bézier control pairs (to flatten into polylines),
 //! back edges come out reversed (from the loop's head to its tail) and wind through the middle
-//! of the drawing instead of around it, edge labels take layout slots as nodes, and its placer
-//! holds 20 `assert!`/`unreachable!` that a graph's shape reaches, where the studio lays out
-//! every version of a file being edited. The adapter would be about 120 lines and still leave
-//! loops hard to read; the layout below is about 400 lines, never panics on a checked graph,
-//! and draws loops the way the debugger shows them (around the right side).
+//! of the drawing instead of around it, edge labels take layout slots as nodes, and its
+//! lowering, placer and renderer hold 21 `assert!`/`unwrap()`/`unreachable!` outside tests
+//! (each a panic when a graph's shape breaks an assumption), where the studio lays out every
+//! version of a file being edited. An adapter would be some 120 lines and still leave loops
+//! hard to read; the layout below is some 490 lines (with comments), indexes only what it
+//! built, and draws loops the way the debugger wants them: around the right side.
 //!
 //! The steps, for graphs of 2 to 60 nodes (every step is at most quadratic):
 //! 1. Back edges (an edge to a node on the depth-first stack from the entry) are found and left
@@ -1292,6 +1293,66 @@ tools:
         let exit = f(&node(&view, "exit")["y"]);
         for n in view["nodes"].as_array().into_iter().flatten() {
             assert!(f(&n["y"]) <= exit, "the exit is in the last rank");
+        }
+    }
+
+    /// Graphs of up to 60 nodes with jumps forward and back (switch conditions, error routes,
+    /// a switch that comes back to itself), drawn from a fixed pseudo-random sequence.
+    #[test]
+    fn large_graphs_with_many_jumps_keep_their_geometry() {
+        let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = move |below: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % below as u64) as usize
+        };
+        for size in [2usize, 5, 12, 30, 60] {
+            let mut nodes = String::from("      - { id: entry, type: entry, next: n0 }\n");
+            for i in 0..size {
+                let after = if i + 1 == size {
+                    "exit".to_string()
+                } else {
+                    format!("n{}", i + 1)
+                };
+                if next(3) == 0 {
+                    let jump = next(size);
+                    let other = next(size);
+                    nodes.push_str(&format!(
+                        "      - id: n{i}\n        type: switch\n        conditions:\n\
+                         \x20         - {{ rule: {{ \"<\": [{{ var: \"$.entry.n\" }}, {i}] }}, target: n{jump} }}\n\
+                         \x20         - {{ rule: {{ \">\": [{{ var: \"$.entry.n\" }}, {i}] }}, target: n{other} }}\n\
+                         \x20         - {{ target: {after} }}\n"
+                    ));
+                } else if next(4) == 0 {
+                    // Anywhere but the node itself (E0605).
+                    let route = match next(size + 1) {
+                        r if r == i || r == size => "exit".to_string(),
+                        r => format!("n{r}"),
+                    };
+                    nodes.push_str(&format!(
+                        "      - {{ id: n{i}, type: transform, transform: {{ expr: '{{}}' }}, next: {after}, onError: {route} }}\n"
+                    ));
+                } else {
+                    nodes.push_str(&format!(
+                        "      - {{ id: n{i}, type: transform, transform: {{ expr: '{{}}' }}, next: {after} }}\n"
+                    ));
+                }
+            }
+            nodes.push_str("      - { id: exit, type: exit }\n");
+            let yaml = format!(
+                "version: \"1.0\"\nserver: {{ name: \"big\", version: \"1.0.0\" }}\ntools:\n\
+                 \x20 - name: \"big\"\n    description: \"d\"\n\
+                 \x20   inputSchema: {{ type: object, properties: {{ n: {{ type: number }} }} }}\n\
+                 \x20   nodes:\n{nodes}"
+            );
+            let graph = compiled("big.yaml", &yaml);
+            let view = view_of(&graph, "big");
+            assert_eq!(
+                view["nodes"].as_array().map_or(0, Vec::len),
+                size + 2,
+                "{yaml}"
+            );
         }
     }
 
