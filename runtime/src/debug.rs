@@ -283,7 +283,12 @@ impl Debugger {
             tokio::select! {
                 () = changed => {}
                 () = cancel.cancelled() => {
-                    self.lock().paused_at = None;
+                    let mut state = self.lock();
+                    // A stop that also cancelled the call: still the debugger's stop.
+                    if state.mode == Mode::Stop {
+                        return Err(self.stopped(state, node));
+                    }
+                    state.paused_at = None;
                     return Err(Failure::new(FailureKind::Cancelled, "Execution was cancelled"));
                 }
             }

@@ -31,6 +31,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
 
 const INDEX_HTML: &str = include_str!("assets/index.html");
 const APP_JS: &str = include_str!("assets/app.js");
@@ -101,6 +102,7 @@ async fn serve(options: Options) -> Result<(), String> {
         events,
         run: Mutex::new(None),
         next_run: AtomicU64::new(1),
+        closing: CancellationToken::new(),
     });
     let follower = studio.clone();
     tokio::spawn(async move {
@@ -116,8 +118,13 @@ async fn serve(options: Options) -> Result<(), String> {
         open_browser(&url);
     }
     let app = router(studio.clone());
+    let closing = studio.closing.clone();
+    let signalled = async move {
+        mcpgraph_runtime::shutdown_signal().await;
+        closing.cancel();
+    };
     axum::serve(listener, app)
-        .with_graceful_shutdown(mcpgraph_runtime::shutdown_signal())
+        .with_graceful_shutdown(signalled)
         .await
         .map_err(|e| format!("serving failed: {e}"))?;
     if let Some(run) = studio.lock_run().take() {
@@ -162,6 +169,8 @@ pub struct Studio {
     events: broadcast::Sender<Arc<str>>,
     run: Mutex<Option<Arc<Run>>>,
     next_run: AtomicU64,
+    /// Cancelled at SIGTERM/SIGINT: the event streams end, so the server can.
+    closing: CancellationToken,
 }
 
 /// One version of the file: what `/api/graph` answers, and its engine when it checks. The
@@ -391,6 +400,7 @@ async fn events(State(studio): State<Arc<Studio>>) -> impl IntoResponse {
             ))
         },
     );
+    let stream = futures::StreamExt::take_until(stream, studio.closing.clone().cancelled_owned());
     let mut response = Sse::new(stream)
         .keep_alive(KeepAlive::default())
         .into_response();

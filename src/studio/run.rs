@@ -8,6 +8,7 @@ use super::{Studio, Version};
 use mcpgraph_runtime::{CallError, CallOptions, DebugEvent, Debugger, Engine, NodeReport};
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use tokio_util::sync::CancellationToken;
 
@@ -30,6 +31,8 @@ struct Shared {
     nodes: HashSet<String>,
     studio: Weak<Studio>,
     state: Mutex<RunState>,
+    /// Stop was asked for (the run may end inside a node, by cancellation).
+    stop_asked: AtomicBool,
 }
 
 #[derive(Default)]
@@ -85,6 +88,7 @@ impl Run {
                 phase: "running",
                 ..RunState::default()
             }),
+            stop_asked: AtomicBool::new(false),
         });
         let sink = shared.clone();
         let debugger = Debugger::new().with_sink(move |event| sink.event(event));
@@ -110,7 +114,8 @@ impl Run {
                 ..CallOptions::default()
             };
             let outcome = engine.call_with(&tool, arguments, options).await;
-            shared.end(outcome, debugger.stopped_at().is_some());
+            let stopped = shared.stop_asked.load(Ordering::Relaxed);
+            shared.end(outcome, stopped);
             // The version (and its engine) lives as long as its run.
             drop(version);
         });
@@ -128,6 +133,7 @@ impl Run {
     /// Ends the run: before its next node, or at once if it waits or is inside a node (its
     /// downstream calls are cancelled).
     pub fn stop(&self) {
+        self.shared.stop_asked.store(true, Ordering::Relaxed);
         self.debugger.stop();
         self.cancel.cancel();
     }
@@ -331,7 +337,7 @@ impl Shared {
             Err(CallError::Cancelled) => {
                 state.phase = "stopped";
                 let message = if stopped {
-                    "Stopped by the debugger"
+                    "Stopped"
                 } else {
                     "Execution was cancelled"
                 };
