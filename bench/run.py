@@ -10,7 +10,8 @@ jsonata-js. Writes bench/RESULTS.md and the table in README.md (between the benc
 `--only fanout` measures just the fan-out of a `map` (bench/graphs/fanout.yaml: 100 calls of the
 mock's `nap` with ms 0 at concurrency 1, 10 and 64, through `mcpgraph serve`) and rewrites only
 its part of the table (between the fanout markers), in a minute or so. `--only http` runs the HTTP
-benchmark instead (bench/http.py, its own table).
+benchmark instead (bench/http.py, its own table); `--only debugger --before BIN` the debugging
+surface's cost when unused (bench/debugger.py, its own table).
 """
 import argparse
 import datetime
@@ -226,8 +227,16 @@ def ratio(theirs, ours):
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="fewer calls (a smoke run)")
-    ap.add_argument("--only", choices=["fanout", "http"], help="measure only this part and rewrite only its table")
+    ap.add_argument("--only", choices=["fanout", "http", "debugger"], help="measure only this part and rewrite only its table")
+    ap.add_argument("--before", help="with --only debugger: an mcpgraph binary built without the debugging surface")
     a = ap.parse_args()
+    if a.only == "debugger":
+        sys.dont_write_bytecode = True
+        spec = importlib.util.spec_from_file_location("bench_debugger", os.path.join(ROOT, "bench", "debugger.py"))
+        bench_debugger = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(bench_debugger)
+        bench_debugger.main(a.before, a.quick)
+        return
     if a.only == "fanout":
         only_fanout(a.quick)
         return
