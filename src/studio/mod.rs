@@ -40,8 +40,9 @@ const APP_CSS: &str = include_str!("assets/app.css");
 /// The page may load and connect to this server only.
 const CSP: &str = "default-src 'self'; connect-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
 
-/// The largest request body the API reads (a tool's arguments).
-const MAX_BODY: usize = 4 << 20;
+/// The largest request body the API reads (a tool's arguments): axum's default limit for a
+/// body read whole, said here so the 413 names it.
+const MAX_BODY: usize = 2 << 20;
 
 /// How many events a slow page may fall behind before it is told to fetch the state again.
 const EVENT_BACKLOG: usize = 4096;
@@ -496,7 +497,11 @@ async fn snapshot(State(studio): State<Arc<Studio>>, UrlPath(id): UrlPath<u64>) 
 async fn command(
     State(studio): State<Arc<Studio>>,
     UrlPath((id, command)): UrlPath<(u64, String)>,
+    body: Bytes,
 ) -> Response {
+    if body.len() > MAX_BODY {
+        return refuse(StatusCode::PAYLOAD_TOO_LARGE, "the body is too large");
+    }
     let Some(run) = studio.run(id) else {
         return no_run(id);
     };
@@ -505,10 +510,25 @@ async fn command(
         "step" => run.debugger().step(),
         "pause" => run.debugger().pause(),
         "stop" => run.stop(),
+        "answer" => {
+            let value: Value = match serde_json::from_slice(&body) {
+                Ok(value) => value,
+                Err(e) => return refuse(StatusCode::BAD_REQUEST, &format!("not JSON: {e}")),
+            };
+            match run.answer(&value) {
+                Ok(()) => {}
+                Err(run::AnswerError::NoQuestion) => {
+                    return refuse(StatusCode::CONFLICT, "the run is not waiting for an answer");
+                }
+                Err(run::AnswerError::Invalid(message)) => {
+                    return refuse(StatusCode::BAD_REQUEST, message);
+                }
+            }
+        }
         other => {
             return refuse(
                 StatusCode::NOT_FOUND,
-                &format!("no command `{other}` (continue, step, pause, stop)"),
+                &format!("no command `{other}` (continue, step, pause, stop, answer)"),
             );
         }
     }

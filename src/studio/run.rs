@@ -5,7 +5,9 @@
 //! agree: a page that fetches a snapshot and then applies the events after it misses nothing.
 
 use super::{Studio, Version};
-use mcpgraph_runtime::{CallError, CallOptions, DebugEvent, Debugger, Engine, NodeReport};
+use mcpgraph_runtime::{
+    Asker, CallError, CallOptions, DebugEvent, Debugger, Engine, NodeReport, Question, Refusal,
+};
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -45,6 +47,19 @@ struct RunState {
     kept_bytes: usize,
     result: Option<Value>,
     error: Option<Value>,
+    /// The question an `ask` node waits on, and where its answer goes.
+    asking: Option<Asking>,
+}
+
+struct Asking {
+    question: Value,
+    answer: tokio::sync::oneshot::Sender<Result<Value, Refusal>>,
+}
+
+/// Why an answer could not be given.
+pub enum AnswerError {
+    NoQuestion,
+    Invalid(&'static str),
 }
 
 struct NodeState {
@@ -107,10 +122,12 @@ impl Run {
             let state = shared.lock();
             shared.publish(&state, &shared.run_event(&state));
         }
+        let asker = shared.asker();
         tokio::spawn(async move {
             let options = CallOptions {
                 cancel,
                 debugger: Some(debugger.clone()),
+                asker: Some(asker),
                 ..CallOptions::default()
             };
             let outcome = engine.call_with(&tool, arguments, options).await;
@@ -138,6 +155,29 @@ impl Run {
         self.cancel.cancel();
     }
 
+    /// Answers the question the run waits on: `{"action": "accept", "content": {...}}` or
+    /// `{"action": "decline"}` (the content is checked against the question's schema by the
+    /// engine, as a client's answer is).
+    pub fn answer(&self, body: &Value) -> Result<(), AnswerError> {
+        let answer = match body.get("action").and_then(Value::as_str) {
+            Some("accept") => match body.get("content") {
+                Some(Value::Object(content)) => Ok(Value::Object(content.clone())),
+                None => Ok(Value::Object(Map::new())),
+                Some(_) => return Err(AnswerError::Invalid("`content` must be an object")),
+            },
+            Some("decline") => Err(Refusal::declined("The person declined in the studio")),
+            _ => return Err(AnswerError::Invalid("`action` must be accept or decline")),
+        };
+        let mut state = self.shared.lock();
+        let asking = state.asking.take().ok_or(AnswerError::NoQuestion)?;
+        let event = json!({"type": "answered", "run": self.id, "node": asking.question["node"]});
+        self.shared.publish(&state, &event);
+        asking
+            .answer
+            .send(answer)
+            .map_err(|_| AnswerError::NoQuestion)
+    }
+
     /// Everything the page shows of the run (records without their contexts).
     pub fn snapshot(&self) -> Value {
         let state = self.shared.lock();
@@ -162,6 +202,7 @@ impl Run {
             "records": records,
             "result": state.result,
             "error": state.error,
+            "asking": state.asking.as_ref().map(|a| a.question.clone()),
         })
     }
 
@@ -202,6 +243,42 @@ impl Shared {
         if let Some(studio) = self.studio.upgrade() {
             studio.publish(event);
         }
+    }
+
+    /// Who answers the run's `ask` nodes: the page. The question is published and kept until
+    /// it is answered or withdrawn (its timeout, the run's end).
+    fn asker(self: &Arc<Self>) -> Asker {
+        let shared = Arc::downgrade(self);
+        Arc::new(move |question: Question| {
+            let shared = shared.clone();
+            Box::pin(async move {
+                let Some(this) = shared.upgrade() else {
+                    return Err(Refusal::unavailable("the studio is closing"));
+                };
+                let (answer, answered) = tokio::sync::oneshot::channel();
+                let asked = json!({
+                    "node": question.node,
+                    "message": question.message,
+                    "schema": question.schema,
+                    "timeoutMs": question.timeout_ms,
+                });
+                {
+                    let mut state = this.lock();
+                    let event = json!({"type": "ask", "run": this.id, "question": asked});
+                    state.asking = Some(Asking {
+                        question: asked,
+                        answer,
+                    });
+                    this.publish(&state, &event);
+                }
+                // Withdrawn when this future is dropped (the ask's timeout, the run's end).
+                let mut withdraw = Withdraw(shared.clone(), question.node.clone());
+                let outcome = answered.await;
+                // Answered (or the run ended): nothing to take back.
+                withdraw.0 = Weak::new();
+                outcome.unwrap_or_else(|_| Err(Refusal::unavailable("the question was withdrawn")))
+            }) as futures::future::BoxFuture<'static, Result<Value, Refusal>>
+        })
     }
 
     fn run_event(&self, state: &RunState) -> Value {
@@ -329,6 +406,7 @@ impl Shared {
     fn end(&self, outcome: Result<Value, CallError>, stopped: bool) {
         let mut state = self.lock();
         state.paused_at = None;
+        state.asking = None;
         match outcome {
             Ok(result) => {
                 state.phase = "done";
@@ -398,6 +476,23 @@ impl Shared {
             "error": state.error,
         });
         self.publish(&state, &event);
+    }
+}
+
+/// Takes a question back when its asker is dropped unanswered, and tells the page.
+struct Withdraw(Weak<Shared>, String);
+
+impl Drop for Withdraw {
+    fn drop(&mut self) {
+        let Some(shared) = self.0.upgrade() else {
+            return;
+        };
+        let mut state = shared.lock();
+        if state.asking.take().is_some() {
+            let event =
+                json!({"type": "answered", "run": shared.id, "node": self.1, "withdrawn": true});
+            shared.publish(&state, &event);
+        }
     }
 }
 
