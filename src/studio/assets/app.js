@@ -27,6 +27,7 @@
     conn: 'connecting',
     warningsOpen: false, // the list of a checking graph's warnings is open
     reconnected: false, // the event stream broke: catch up on its next `hello`
+    asking: null, // {run, question: {node, message, schema, timeoutMs}} while an ask node waits
   };
 
   // What is drawn now, to update it in place.
@@ -40,6 +41,8 @@
     formSchema: null, // and its inputSchema, as JSON text
     fields: [], // the input form's fields: {name, kind, input, schema, required}
     extraArgs: {}, // raw JSON keys that have no field in the form
+    askKey: null, // the question the ask form was built for (run and question as JSON text)
+    askFields: [], // the ask form's fields, as `fields`
   };
 
   // ---------------------------------------------------------------- DOM helpers
@@ -789,6 +792,7 @@
     const bps = model.breakpoints.get(model.tool);
     toggleAttr(entry.g, 'data-breakpoint', !PSEUDO_TYPES.has(entry.type) && bps && bps.has(id) ? 'true' : null);
     entry.g.classList.toggle('highlight', model.highlight === id);
+    entry.g.classList.toggle('asking', !!model.asking && model.asking.question.node === id);
     let text = '';
     if (info && typeof info.count === 'number' && info.count > 0) {
       text = `\u00d7${info.count}`;
@@ -909,38 +913,29 @@
     return JSON.stringify(a) === JSON.stringify(b);
   }
 
-  function renderForm() {
-    const form = $('#input-form');
-    form.replaceChildren();
-    view.fields = [];
-    view.extraArgs = {};
-    showFormError('');
-    const tool = currentTool();
-    view.formTool = tool ? tool.name : null;
-    view.formSchema = tool ? JSON.stringify(tool.inputSchema ?? null) : null;
-    $('#tool-description').textContent = tool && tool.description ? tool.description : '';
-    if (!tool) {
-      $('#raw-json').value = '';
-      return;
-    }
-    const schema = tool.inputSchema && typeof tool.inputSchema === 'object' ? tool.inputSchema : {};
+  // The fields of a flat object schema, one row each appended to `form` (element ids
+  // `${idPrefix}-0`, `${idPrefix}-1`, ...): a checkbox for a boolean, a text input for a string, a
+  // number input, a select for an enum, JSON text for anything else; required ones marked.
+  // Returns {name, kind, input, schema, required} for each, in the schema's order.
+  function buildFields(form, schema, idPrefix) {
     const props = schema.properties && typeof schema.properties === 'object' ? schema.properties : {};
     const required = new Set(Array.isArray(schema.required) ? schema.required : []);
     const names = Object.keys(props);
-    if (names.length === 0) {
-      form.append(h('p', { class: 'muted' }, 'This tool takes no arguments.'));
-    }
+    const fields = [];
     names.forEach((name, i) => {
       const prop = props[name] || {};
       const kind = fieldKind(prop);
-      const id = `arg-${i}`;
+      const id = `${idPrefix}-${i}`;
       const isRequired = required.has(name);
       let input;
       switch (kind) {
         case 'enum': {
           input = h('select', { id, name });
           if (!isRequired || prop.default === undefined) input.append(h('option', { value: '' }, '\u2014'));
-          prop.enum.forEach((v, j) => input.append(h('option', { value: String(j) }, typeof v === 'string' ? v : JSON.stringify(v))));
+          // `enumNames` (as elicitation schemas have them) label the values.
+          const labels = Array.isArray(prop.enumNames) && prop.enumNames.length === prop.enum.length ? prop.enumNames : null;
+          prop.enum.forEach((v, j) => input.append(h('option', { value: String(j) },
+            labels && typeof labels[j] === 'string' ? labels[j] : typeof v === 'string' ? v : JSON.stringify(v))));
           break;
         }
         case 'boolean':
@@ -984,8 +979,30 @@
         // An optional boolean without a default starts unset (indeterminate) and is then left out.
         input.addEventListener('change', () => { input.indeterminate = false; });
       }
-      view.fields.push(field);
+      fields.push(field);
     });
+    return fields;
+  }
+
+  function renderForm() {
+    const form = $('#input-form');
+    form.replaceChildren();
+    view.fields = [];
+    view.extraArgs = {};
+    showFormError('');
+    const tool = currentTool();
+    view.formTool = tool ? tool.name : null;
+    view.formSchema = tool ? JSON.stringify(tool.inputSchema ?? null) : null;
+    $('#tool-description').textContent = tool && tool.description ? tool.description : '';
+    if (!tool) {
+      $('#raw-json').value = '';
+      return;
+    }
+    const schema = tool.inputSchema && typeof tool.inputSchema === 'object' ? tool.inputSchema : {};
+    view.fields = buildFields(form, schema, 'arg');
+    if (view.fields.length === 0) {
+      form.append(h('p', { class: 'muted' }, 'This tool takes no arguments.'));
+    }
 
     // Saved values for this tool, else the schema's defaults.
     const saved = model.savedArgs.get(tool.name);
@@ -1152,6 +1169,8 @@
     model.taken.clear();
     model.highlight = null;
     model.expanded = null;
+    model.asking = null;
+    hideAsk();
     for (const e of view.edges) {
       e.path.classList.remove('taken');
       e.path.setAttribute('marker-end', `url(#${markerFor(e.kind, false)})`);
@@ -1253,6 +1272,8 @@
       if (info.state === 'paused' || (ev.state === 'stopped' && info.state === 'running')) unpause(id, true);
     }
     model.result = { state: ev.state, result: ev.result, error: ev.error || null };
+    // Nothing waits on an answer any more (a `withdrawn` notice stays its while).
+    setAsking(null);
     renderResult();
     renderRunState();
     renderControls();
@@ -1275,6 +1296,12 @@
         break;
       case 'end':
         onEndEvent(ev);
+        break;
+      case 'ask':
+        onAskEvent(ev);
+        break;
+      case 'answered':
+        onAnsweredEvent(ev);
         break;
       case 'hello':
         onHello(ev);
@@ -1407,6 +1434,7 @@
       renderBreakpoints();
     }
     model.result = RUN_ACTIVE.has(run.state) ? null : { state: run.state, result: snap.result, error: snap.error || null };
+    setAsking(RUN_ACTIVE.has(run.state) && snap.asking && typeof snap.asking === 'object' ? snap.asking : null);
     renderAllNodes();
     renderHistory();
     renderResult();
@@ -1425,6 +1453,172 @@
       // A server that has no run (restarted): the next run it starts counts from 1 again.
       model.run.gone = true;
     }
+  }
+
+  // ---------------------------------------------------------------- questions (ask nodes)
+
+  const WITHDRAWN_MS = 2500; // how long "withdrawn" stays up
+  let askTimer = null;
+
+  function clearAskTimer() {
+    if (askTimer) {
+      clearTimeout(askTimer);
+      askTimer = null;
+    }
+  }
+
+  // The question the run waits on, or null; redraws the panel and the asking node.
+  function setAsking(question) {
+    const before = model.asking ? model.asking.question.node : null;
+    const valid = question && typeof question === 'object' && typeof question.node === 'string';
+    model.asking = valid && model.run ? { run: model.run.id, question } : null;
+    const now = model.asking ? model.asking.question.node : null;
+    if (!model.asking) view.askKey = null;
+    if (before && before !== now) renderNode(before);
+    if (now) renderNode(now);
+    renderAsk();
+    renderRunState();
+  }
+
+  function hideAsk() {
+    clearAskTimer();
+    view.askKey = null;
+    view.askFields = [];
+    const panel = $('#ask');
+    panel.hidden = true;
+    panel.setAttribute('data-state', 'none');
+    panel.removeAttribute('data-node');
+    $('#ask-form').replaceChildren();
+    showAskError('');
+    $('#ask-status').hidden = true;
+  }
+
+  function setAskEnabled(enabled) {
+    $('#ask-accept').disabled = !enabled;
+    $('#ask-decline').disabled = !enabled;
+    for (const f of view.askFields) f.input.disabled = !enabled;
+  }
+
+  function showAskError(text) {
+    const box = $('#ask-error');
+    box.textContent = text || '';
+    box.hidden = !text;
+  }
+
+  function renderAsk() {
+    const panel = $('#ask');
+    const asking = model.asking;
+    if (!asking) {
+      // The `withdrawn` notice hides itself; anything else goes now.
+      if (panel.getAttribute('data-state') !== 'withdrawn') hideAsk();
+      return;
+    }
+    const q = asking.question;
+    const key = `${asking.run}\u0000${JSON.stringify(q)}`;
+    // The same question again (a snapshot after a reconnect): what is typed stays.
+    if (view.askKey === key && !panel.hidden) return;
+    clearAskTimer();
+    view.askKey = key;
+    panel.hidden = false;
+    panel.setAttribute('data-state', 'asking');
+    panel.setAttribute('data-node', q.node);
+    $('#ask-node').textContent = q.node;
+    $('#ask-message').textContent = typeof q.message === 'string' ? q.message : pretty(q.message);
+    const seconds = typeof q.timeoutMs === 'number' && q.timeoutMs > 0 ? q.timeoutMs / 1000 : null;
+    $('#ask-timeout').textContent = seconds === null ? ''
+      : `withdrawn after ${seconds >= 10 ? Math.round(seconds) : seconds.toFixed(1)} s without an answer`;
+    $('#ask-status').hidden = true;
+    showAskError('');
+    const form = $('#ask-form');
+    form.replaceChildren();
+    const schema = q.schema && typeof q.schema === 'object' ? q.schema : {};
+    view.askFields = buildFields(form, schema, 'ask-field');
+    // The schema's defaults; a required boolean without one starts unchecked (false).
+    for (const f of view.askFields) {
+      const has = f.schema.default !== undefined;
+      setField(f, has, f.schema.default);
+    }
+    setAskEnabled(true);
+    // Nothing else has the focus: the answer is what the page waits for.
+    if (document.activeElement === document.body || document.activeElement === null) {
+      const first = view.askFields.length ? view.askFields[0].input : $('#ask-accept');
+      first.focus({ preventScroll: true });
+    }
+  }
+
+  // Shows that the question was taken back (its timeout, a stop), then hides the panel.
+  function showWithdrawn() {
+    const panel = $('#ask');
+    if (panel.hidden) return;
+    panel.setAttribute('data-state', 'withdrawn');
+    view.askKey = null;
+    setAskEnabled(false);
+    showAskError('');
+    const status = $('#ask-status');
+    status.textContent = 'The question was withdrawn: no answer is needed any more.';
+    status.hidden = false;
+    clearAskTimer();
+    askTimer = setTimeout(() => {
+      askTimer = null;
+      if (!model.asking) hideAsk();
+    }, WITHDRAWN_MS);
+  }
+
+  // The answer as the form has it; throws on a field that is not filled in as its schema says.
+  function readAnswer() {
+    const content = {};
+    for (const f of view.askFields) {
+      // The browser's own checks of what the inputs carry (required, min, max, maxLength); a
+      // checkbox is answered either way.
+      if (f.kind !== 'boolean' && typeof f.input.checkValidity === 'function' && !f.input.checkValidity()) {
+        throw new Error(`${f.name}: ${f.input.validationMessage || 'not valid'}`);
+      }
+      const [has, value] = readField(f);
+      if (has) content[f.name] = value;
+      else if (f.required) throw new Error(`${f.name}: required`);
+    }
+    return content;
+  }
+
+  async function answer(action) {
+    const asking = model.asking;
+    if (!asking) return;
+    let body;
+    if (action === 'accept') {
+      try {
+        body = { action: 'accept', content: readAnswer() };
+      } catch (err) {
+        showAskError(errorText(err));
+        return;
+      }
+    } else {
+      body = { action: 'decline' };
+    }
+    showAskError('');
+    setAskEnabled(false);
+    try {
+      // The `answered` event hides the panel.
+      await api('POST', `/api/runs/${asking.run}/answer`, body);
+    } catch (err) {
+      if (model.asking === asking) {
+        setAskEnabled(true);
+        showAskError(`answer not taken: ${errorText(err)}`);
+      }
+    }
+  }
+
+  function onAskEvent(ev) {
+    if (!acceptRun(ev.run)) return;
+    if (!ev.question || typeof ev.question !== 'object') return;
+    setAsking(ev.question);
+  }
+
+  function onAnsweredEvent(ev) {
+    if (!acceptRun(ev.run)) return;
+    if (!model.asking) return;
+    if (typeof ev.node === 'string' && ev.node !== model.asking.question.node) return;
+    if (ev.withdrawn === true) showWithdrawn();
+    setAsking(null);
   }
 
   // ---------------------------------------------------------------- status and controls
@@ -1451,6 +1645,7 @@
     }
     let text = `run ${run.id}${run.tool ? ' of ' + run.tool : ''}: `;
     if (run.pausedAt) text += `paused before ${run.pausedAt}`;
+    else if (model.asking && state === 'running') text += `waiting for an answer at ${model.asking.question.node}`;
     else text += state;
     box.textContent = text;
   }
@@ -1688,6 +1883,12 @@
       startRun();
     });
     $('#raw-toggle').addEventListener('change', (e) => setRawMode(e.target.checked));
+    $('#ask-accept').addEventListener('click', () => answer('accept'));
+    $('#ask-decline').addEventListener('click', () => answer('decline'));
+    $('#ask-form').addEventListener('submit', (e) => {
+      e.preventDefault();
+      answer('accept');
+    });
     $('#raw-json').addEventListener('input', () => {
       // Keep the form in step with valid raw JSON as it is typed.
       try {
