@@ -74,6 +74,8 @@ struct State {
     stopped_at: Option<String>,
     /// Bumped by each command, so a waiting run knows one came.
     generation: u64,
+    /// The run waits and no command has come since it began to.
+    waiting: bool,
 }
 
 #[derive(Default, Clone, Copy, PartialEq, Eq, Debug)]
@@ -150,42 +152,55 @@ impl Debugger {
         nodes
     }
 
-    /// Waits before the next node (the first one, before a run starts).
+    /// Waits before the next node (the first one, before a run starts). While the run waits,
+    /// nothing changes; just after a resume or step it has not yet taken, the run goes on by
+    /// one node and waits before the next.
     pub fn pause(&self) {
         let mut state = self.lock();
-        if state.paused_at.is_none() && state.mode != Mode::Stop {
+        if state.mode != Mode::Stop {
             state.mode = Mode::PauseNext;
         }
     }
 
     /// Goes on to the next breakpoint.
     pub fn resume(&self) {
-        self.command(Mode::Run);
+        let mut state = self.lock();
+        if state.mode != Mode::Stop {
+            state.mode = Mode::Run;
+            self.wake(state);
+        }
     }
 
-    /// Runs the node the run waits before, then waits before the next one. While running, the
-    /// same as [`Debugger::pause`].
+    /// Runs the node the run waits before, then waits before the next one. While running (or
+    /// when a command is already on its way to the waiting run), the same as
+    /// [`Debugger::pause`].
     pub fn step(&self) {
-        if self.lock().paused_at.is_none() {
-            return self.pause();
+        let mut state = self.lock();
+        if state.mode == Mode::Stop {
+            return;
         }
-        self.command(Mode::Step);
+        if state.waiting {
+            state.mode = Mode::Step;
+            self.wake(state);
+        } else {
+            state.mode = Mode::PauseNext;
+        }
     }
 
     /// Ends the run before its next node (at once if it waits); the call ends as cancelled.
     pub fn stop(&self) {
-        self.command(Mode::Stop);
+        let mut state = self.lock();
+        if state.mode != Mode::Stop {
+            state.mode = Mode::Stop;
+            self.wake(state);
+        }
     }
 
-    fn command(&self, mode: Mode) {
-        {
-            let mut state = self.lock();
-            if state.mode == Mode::Stop {
-                return;
-            }
-            state.mode = mode;
-            state.generation += 1;
-        }
+    /// Tells a waiting run that a command came (it reads which when it wakes).
+    fn wake(&self, mut state: MutexGuard<'_, State>) {
+        state.generation += 1;
+        state.waiting = false;
+        drop(state);
         self.inner.changed.notify_waiters();
     }
 
@@ -211,8 +226,8 @@ impl Debugger {
         }
     }
 
-    /// Before node `node` of the called tool: goes on (how long the run waited), or ends the
-    /// run (a cancellation). `pausing`/`resuming` are called as the wait begins and ends (the
+    /// Before node `node` of the called tool: goes on (how long the run waited, if it did), or
+    /// ends the run (a cancellation). `pausing`/`resuming` are called as the wait begins and ends (the
     /// run's clock stops meanwhile).
     pub(crate) async fn before(
         &self,
@@ -221,14 +236,14 @@ impl Debugger {
         at: Duration,
         cancel: &Cancel,
         pausing: impl FnOnce(),
-    ) -> Result<Duration, Failure> {
+    ) -> Result<Option<Duration>, Failure> {
         if self.inner.kind == Kind::Watches {
             self.tell(&DebugEvent::Started {
                 node,
                 node_type,
                 at,
             });
-            return Ok(Duration::ZERO);
+            return Ok(None);
         }
         let generation = {
             let mut state = self.lock();
@@ -253,11 +268,12 @@ impl Debugger {
                         node_type,
                         at,
                     });
-                    return Ok(Duration::ZERO);
+                    return Ok(None);
                 }
             }
             state.mode = Mode::PauseNext;
             state.paused_at = Some(node.to_string());
+            state.waiting = true;
             state.generation
         };
         pausing();
@@ -271,6 +287,7 @@ impl Debugger {
                 let mut state = self.lock();
                 if state.generation != generation {
                     state.paused_at = None;
+                    state.waiting = false;
                     match state.mode {
                         Mode::Stop => return Err(self.stopped(state, node)),
                         // Step: run this node, wait before the next.
@@ -289,6 +306,7 @@ impl Debugger {
                         return Err(self.stopped(state, node));
                     }
                     state.paused_at = None;
+                    state.waiting = false;
                     return Err(Failure::new(FailureKind::Cancelled, "Execution was cancelled"));
                 }
             }
@@ -300,11 +318,12 @@ impl Debugger {
             node_type,
             at: at + waited,
         });
-        Ok(waited)
+        Ok(Some(waited))
     }
 
     fn stopped(&self, mut state: MutexGuard<'_, State>, node: &str) -> Failure {
         state.paused_at = None;
+        state.waiting = false;
         state.stopped_at = Some(node.to_string());
         Failure::new(
             FailureKind::Cancelled,

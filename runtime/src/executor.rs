@@ -704,14 +704,16 @@ impl<'a> Run<'a> {
         })
     }
 
-    /// A failure of the run itself (limits, cancellation), which names no node.
     /// Asks the debugger before `node`; a pause stops the run's clock (and the watchdog's).
     async fn debug(&self, debugger: &Debugger, node: &Node) -> Result<(), RunError> {
         let session = self.session;
+        let watched = Cell::new(true);
         let pausing = || {
             if let Some(watch) = &session.watch {
-                // Far enough: never reached while waiting; set again on resuming.
-                watch.set_deadline(Instant::now() + Duration::from_secs(366 * 24 * 3600));
+                // Far enough: never reached while waiting; set again on resuming. Gone: the
+                // time limit passed just before the pause.
+                watched
+                    .set(watch.set_deadline(Instant::now() + Duration::from_secs(366 * 24 * 3600)));
             }
         };
         let waited = debugger
@@ -727,7 +729,10 @@ impl<'a> Run<'a> {
             Ok(waited) => waited,
             Err(failure) => return Err(self.between_nodes(failure)),
         };
-        if !waited.is_zero() {
+        if let Some(waited) = waited {
+            if !watched.get() {
+                return Err(self.between_nodes(session.time_limit()));
+            }
             session.paused.set(session.paused.get() + waited);
             if let Some(watch) = &session.watch {
                 watch.set_deadline(session.deadline());
@@ -736,6 +741,7 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
+    /// A failure of the run itself (limits, cancellation), which names no node.
     fn between_nodes(&self, failure: Failure) -> RunError {
         RunError {
             tool: self.tool.name.clone(),

@@ -85,16 +85,19 @@ pub fn watch(deadline: Instant, run: &Cancel, evaluation: &CancelToken) -> Optio
 }
 
 impl Watch {
-    /// Moves the run's deadline (a run paused in its debugger).
-    pub fn set_deadline(&self, deadline: Instant) {
-        let Some(dog) = watchdog() else { return };
+    /// Moves the run's deadline (a run paused in its debugger); `false` when the run is no
+    /// longer watched (its deadline passed, or it was cancelled: its evaluations are stopped).
+    pub fn set_deadline(&self, deadline: Instant) -> bool {
+        let Some(dog) = watchdog() else { return true };
         let mut state = dog.lock();
-        if let Some(entry) = state.runs.get_mut(&self.id) {
-            entry.deadline = deadline;
-        }
+        let Some(entry) = state.runs.get_mut(&self.id) else {
+            return false;
+        };
+        entry.deadline = deadline;
         if state.next_wake.is_none_or(|wake| deadline < wake) {
             dog.wake.notify_one();
         }
+        true
     }
 }
 

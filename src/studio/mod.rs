@@ -128,8 +128,11 @@ async fn serve(options: Options) -> Result<(), String> {
         .with_graceful_shutdown(signalled)
         .await
         .map_err(|e| format!("serving failed: {e}"))?;
-    if let Some(run) = studio.lock_run().take() {
+    let run = studio.lock_run().take();
+    if let Some(run) = run {
         run.stop();
+        // Its version's downstream servers close as it ends.
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), run.ended()).await;
     }
     let version = studio.lock_version().clone();
     if let Some(engine) = &version.engine {
@@ -236,7 +239,7 @@ impl Drop for Version {
 }
 
 impl Studio {
-    fn lock_version(&self) -> MutexGuard<'_, Arc<Version>> {
+    pub(crate) fn lock_version(&self) -> MutexGuard<'_, Arc<Version>> {
         self.version.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -252,8 +255,17 @@ impl Studio {
         self.publish(&json!({"type": "graph", "version": number}));
     }
 
-    pub fn publish(&self, event: &Value) {
+    fn publish(&self, event: &Value) {
         let _ = self.events.send(Arc::from(event.to_string()));
+    }
+
+    /// `{"type": kind, "version": …, "run": …}`: the file's version and the latest run.
+    fn where_things_stand(&self, kind: &str) -> Value {
+        json!({
+            "type": kind,
+            "version": self.lock_version().number,
+            "run": self.lock_run().as_ref().map(|run| run.id()),
+        })
     }
 
     fn run(&self, id: u64) -> Option<Arc<Run>> {
@@ -375,32 +387,29 @@ async fn graph(State(studio): State<Arc<Studio>>) -> Response {
 async fn events(State(studio): State<Arc<Studio>>) -> impl IntoResponse {
     let receiver = studio.events.subscribe();
     // The first event says where things stand; the page fetches the rest.
-    let hello = json!({
-        "type": "hello",
-        "version": studio.lock_version().number,
-        "run": studio.lock_run().as_ref().map(|run| run.id()),
-    })
-    .to_string();
-    let stream = futures::stream::unfold(
-        (Some(hello), receiver),
-        |(first, mut receiver)| async move {
+    let hello = studio.where_things_stand("hello").to_string();
+    let weak = Arc::downgrade(&studio);
+    let stream = futures::stream::unfold((Some(hello), receiver), move |(first, mut receiver)| {
+        let weak = weak.clone();
+        async move {
             if let Some(hello) = first {
                 return Some((Ok(Event::default().data(hello)), (None, receiver)));
             }
             let data = match receiver.recv().await {
                 Ok(text) => text.to_string(),
-                // Fallen behind: the page fetches the run's state again.
-                Err(broadcast::error::RecvError::Lagged(_)) => {
-                    json!({"type": "resync"}).to_string()
-                }
+                // Fallen behind: where things stand now; the page fetches them again.
+                Err(broadcast::error::RecvError::Lagged(_)) => match weak.upgrade() {
+                    Some(studio) => studio.where_things_stand("resync").to_string(),
+                    None => return None,
+                },
                 Err(broadcast::error::RecvError::Closed) => return None,
             };
             Some((
                 Ok::<Event, std::convert::Infallible>(Event::default().data(data)),
                 (None, receiver),
             ))
-        },
-    );
+        }
+    });
     let stream = futures::StreamExt::take_until(stream, studio.closing.clone().cancelled_owned());
     let mut response = Sse::new(stream)
         .keep_alive(KeepAlive::default())
@@ -448,12 +457,14 @@ async fn start(State(studio): State<Arc<Studio>>, body: Bytes) -> Response {
     };
     let nodes: Vec<String> = ir.nodes.iter().map(|n| n.id.clone()).collect();
     let id = studio.next_run.fetch_add(1, Ordering::Relaxed);
-    // One run at a time: the one before is stopped.
-    let previous = studio.lock_run().take();
-    if let Some(previous) = previous {
+    // One run at a time: the one before is stopped. The slot stays locked until the new run is
+    // in it, so two starts at once cannot both run, and a page told of the new run (its first
+    // event goes out here) finds it.
+    let mut slot = studio.lock_run();
+    if let Some(previous) = slot.take() {
         previous.stop();
     }
-    let run = Run::start(
+    *slot = Some(Run::start(
         id,
         tool.to_string(),
         nodes,
@@ -463,8 +474,8 @@ async fn start(State(studio): State<Arc<Studio>>, body: Bytes) -> Response {
         version,
         engine,
         arguments,
-    );
-    *studio.lock_run() = Some(run);
+    ));
+    drop(slot);
     json_response(StatusCode::OK, &json!({"run": id}))
 }
 
@@ -532,7 +543,7 @@ async fn command(
             );
         }
     }
-    json_response(StatusCode::OK, &run.snapshot())
+    json_response(StatusCode::OK, &run.brief())
 }
 
 async fn breakpoints(
@@ -540,6 +551,9 @@ async fn breakpoints(
     UrlPath(id): UrlPath<u64>,
     body: Bytes,
 ) -> Response {
+    if body.len() > MAX_BODY {
+        return refuse(StatusCode::PAYLOAD_TOO_LARGE, "the body is too large");
+    }
     let Some(run) = studio.run(id) else {
         return no_run(id);
     };
@@ -550,7 +564,7 @@ async fn breakpoints(
     match strings(Some(&value)) {
         Ok(list) => {
             run.debugger().set_breakpoints(list);
-            json_response(StatusCode::OK, &run.snapshot())
+            json_response(StatusCode::OK, &run.brief())
         }
         Err(message) => refuse(StatusCode::BAD_REQUEST, message),
     }

@@ -23,7 +23,12 @@ pub struct Run {
     debugger: Debugger,
     cancel: CancellationToken,
     shared: Arc<Shared>,
+    /// Cancelled when the run has ended and let go of its version.
+    ended: CancellationToken,
 }
+
+/// How many records a run keeps for the page; past it, nodes still count and show their state.
+const KEPT_RECORDS: usize = 100_000;
 
 /// What the debugger's events and the HTTP handlers share.
 struct Shared {
@@ -112,11 +117,13 @@ impl Run {
             debugger.pause();
         }
         let cancel = CancellationToken::new();
+        let ended = CancellationToken::new();
         let run = Arc::new(Run {
             id,
             debugger: debugger.clone(),
             cancel: cancel.clone(),
             shared: shared.clone(),
+            ended: ended.clone(),
         });
         {
             let state = shared.lock();
@@ -133,14 +140,40 @@ impl Run {
             let outcome = engine.call_with(&tool, arguments, options).await;
             let stopped = shared.stop_asked.load(Ordering::Relaxed);
             shared.end(outcome, stopped);
-            // The version (and its engine) lives as long as its run.
+            // The version (and its engine) lives as long as its run. One an edit replaced is
+            // closed here (its downstream servers with it); the current one at exit.
+            let engine = version.engine.clone();
             drop(version);
+            if let (Some(engine), Some(studio)) = (engine, shared.studio.upgrade()) {
+                let current = studio.lock_version().engine.clone();
+                if !current.is_some_and(|c| Arc::ptr_eq(&c, &engine)) {
+                    engine.shutdown().await;
+                }
+            }
+            ended.cancel();
         });
         run
     }
 
     pub fn id(&self) -> u64 {
         self.id
+    }
+
+    /// Completes when the run has ended (and shut its version's engine down, if it was the
+    /// last to hold it).
+    pub async fn ended(&self) {
+        self.ended.cancelled().await;
+    }
+
+    /// The run's state, what a command answers: `{run, state, pausedAt, breakpoints}`.
+    pub fn brief(&self) -> Value {
+        let state = self.shared.lock();
+        json!({
+            "run": self.id,
+            "state": state.phase,
+            "pausedAt": state.paused_at,
+            "breakpoints": self.debugger.breakpoints(),
+        })
     }
 
     pub fn debugger(&self) -> &Debugger {
@@ -170,12 +203,19 @@ impl Run {
         };
         let mut state = self.shared.lock();
         let asking = state.asking.take().ok_or(AnswerError::NoQuestion)?;
-        let event = json!({"type": "answered", "run": self.id, "node": asking.question["node"]});
+        let node = asking.question["node"].clone();
+        let sent = asking.answer.send(answer).is_ok();
+        let mut event = json!({"type": "answered", "run": self.id, "node": node});
+        if !sent {
+            // Its asker gave up just now (the ask's timeout): withdrawn, not answered.
+            event["withdrawn"] = true.into();
+        }
         self.shared.publish(&state, &event);
-        asking
-            .answer
-            .send(answer)
-            .map_err(|_| AnswerError::NoQuestion)
+        if sent {
+            Ok(())
+        } else {
+            Err(AnswerError::NoQuestion)
+        }
     }
 
     /// Everything the page shows of the run (records without their contexts).
@@ -376,6 +416,9 @@ impl Shared {
             failure_kind: report.failed.map(|k| k.as_str()),
             error: None,
         };
+        if state.records.len() >= KEPT_RECORDS {
+            return;
+        }
         let event = json!({
             "type": "record",
             "run": self.id,

@@ -1307,7 +1307,9 @@
         onHello(ev);
         break;
       case 'resync':
-        if (model.run && !model.run.superseded) resync(model.run.id);
+        // Fell behind: the file's version and the latest run as they are now, like hello.
+        model.reconnected = true;
+        onHello(ev);
         break;
       default:
         break;
