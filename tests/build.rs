@@ -9,10 +9,6 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn cache() -> PathBuf {
-    common::root().join("target/mcpgraph-test-cache")
-}
-
 fn build(graph: &Path, out: &Path, flags: &[&str]) {
     let status = Command::new(common::mcpgraph())
         .arg("build")
@@ -20,7 +16,8 @@ fn build(graph: &Path, out: &Path, flags: &[&str]) {
         .arg("-o")
         .arg(out)
         .args(flags)
-        .env("MCPGRAPH_CACHE_DIR", cache())
+        // The cache and the cargo settings every test shares (opt-level 1: see there).
+        .envs(common::SHARED_BUILD_ENV.iter().copied())
         .status()
         .expect("mcpgraph runs");
     assert!(

@@ -48,10 +48,8 @@ fn a_built_static_server_passes_it_too() {
         .arg("-o")
         .arg(&binary)
         .arg("--static")
-        .env(
-            "MCPGRAPH_CACHE_DIR",
-            common::root().join("target/mcpgraph-test-cache"),
-        )
+        // Exactly tests/build.rs's environment, or cargo compiles the runtime again.
+        .envs(common::SHARED_BUILD_ENV.iter().copied())
         .status()
         .expect("mcpgraph build runs");
     assert!(status.success(), "mcpgraph build {GRAPH} --static failed");
