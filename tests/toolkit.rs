@@ -120,13 +120,8 @@ fn build_graph_builds_a_server_that_answers() {
         dir.join("graph.yaml"),
     )
     .expect("copy the graph");
-    let cache = common::root().join("target/mcpgraph-test-cache");
-    let cache = cache.to_string_lossy();
-    let mut toolkit = Mcp::start(
-        &["toolkit", "graph.yaml"],
-        &dir,
-        &[("MCPGRAPH_CACHE_DIR", cache.as_ref())],
-    );
+    // tests/build.rs's cache and cargo settings: anything else compiles the tree again.
+    let mut toolkit = Mcp::start(&["toolkit", "graph.yaml"], &dir, common::SHARED_BUILD_ENV);
     let id = toolkit.send_request(
         "tools/call",
         json!({"name": "buildGraph", "arguments": {"output": "greeter", "static": true}, "_meta": {"progressToken": "b"}}),
