@@ -1621,3 +1621,114 @@ fn sigterm_stops_the_run_and_exits_cleanly() {
     };
     assert!(exit.success(), "{exit}:\n{}", studio.text());
 }
+
+/// An `ask` node, answered from the page's side of the API.
+const ASK: &str = r#"version: "1.0"
+server: { name: "asking", version: "1.0.0" }
+tools:
+  - name: "confirm"
+    description: "Asks, then says the answer"
+    inputSchema: { type: object }
+    nodes:
+      - { id: entry, type: entry, next: question }
+      - id: question
+        type: ask
+        message: '"Go on?"'
+        schema: { type: object, properties: { ok: { type: boolean } }, required: [ok] }
+        timeoutMs: 60000
+        onError: declined
+        next: say
+      - { id: say, type: transform, transform: { expr: '{ "ok": $.question.ok }' }, next: exit }
+      - { id: declined, type: transform, transform: { expr: '{ "reason": $.question.error.kind }' }, next: exit }
+      - { id: exit, type: exit }
+"#;
+
+/// A question an `ask` node waits on is announced (`ask`), shown in the snapshot (`asking`),
+/// and answered with `POST /api/runs/{run}/answer` (`answered`): accepted, its content is the
+/// node's output; declined, the node's `onError` route runs. Without a question: 409.
+#[test]
+fn ask_nodes_are_answered_through_the_api() {
+    let workspace = Workspace::new("ask");
+    workspace.write("ask.yaml", ASK);
+    let studio = Studio::start(&workspace.dir, "ask.yaml", &[]);
+    let mut events = studio.events();
+
+    let run = studio.start_run(json!({"tool": "confirm", "arguments": {}, "startPaused": true}));
+    events.until_paused(run);
+    let early = studio.request(
+        "POST",
+        &format!("/api/runs/{run}/answer"),
+        &[("Content-Type", "application/json")],
+        &json!({"action": "decline"}).to_string(),
+    );
+    assert_eq!(early.status, 409, "no question waits yet: {early:?}");
+    studio.command(run, "continue");
+    let asked = events.of_run_until(run, "the question", |e| e["type"] == "ask");
+    let question = &asked.last().unwrap()["question"];
+    assert_eq!(question["node"], "question", "{question}");
+    assert_eq!(question["message"], "Go on?", "{question}");
+    assert_eq!(question["timeoutMs"], 60000, "{question}");
+    assert_eq!(question["schema"]["required"], json!(["ok"]), "{question}");
+    let state = studio.run(run);
+    assert_eq!(state["asking"]["node"], "question", "{state}");
+    assert_eq!(state["asking"]["message"], "Go on?", "{state}");
+
+    studio.api(
+        "POST",
+        &format!("/api/runs/{run}/answer"),
+        Some(&json!({"action": "accept", "content": {"ok": true}})),
+    );
+    let rest = events.until_end(run);
+    let answered = rest
+        .iter()
+        .find(|e| e["type"] == "answered")
+        .unwrap_or_else(|| panic!("no answered event: {}", events.dump()));
+    assert_eq!(
+        answered,
+        &json!({"type": "answered", "run": run, "node": "question"})
+    );
+    let end = rest.last().unwrap();
+    assert_eq!(end["state"], "done", "{}", events.dump());
+    assert_eq!(end["result"], json!({"ok": true}));
+    assert!(studio.run(run)["asking"].is_null());
+
+    let run = studio.start_run(json!({"tool": "confirm", "arguments": {}}));
+    events.of_run_until(run, "the question", |e| e["type"] == "ask");
+    studio.api(
+        "POST",
+        &format!("/api/runs/{run}/answer"),
+        Some(&json!({"action": "decline"})),
+    );
+    let end = events.until_end(run);
+    assert_eq!(
+        end.last().unwrap()["result"],
+        json!({"reason": "declined"}),
+        "{}",
+        events.dump()
+    );
+}
+
+/// Bodies are at most 2 MiB: a larger one is refused (413) and starts nothing.
+#[test]
+fn bodies_over_2_mib_are_refused() {
+    let workspace = Workspace::with_loop("body-limit");
+    let studio = Studio::start(&workspace.dir, "loop.yaml", &[]);
+    let mut events = studio.events();
+    let padding = "x".repeat(2 * 1024 * 1024 + 1);
+    let body = json!({"tool": "sum_to_n", "arguments": {"n": 1, "padding": padding}});
+    let response = studio.request(
+        "POST",
+        "/api/runs",
+        &[("Content-Type", "application/json")],
+        &body.to_string(),
+    );
+    assert_eq!(response.status, 413, "{:?}", response.headers);
+    let accepted = studio.start_run(sum_to_n(1, &[]));
+    let first = loop {
+        let event = events.next("the accepted run's first event");
+        if event["type"] != "graph" {
+            break event;
+        }
+    };
+    assert_eq!(first["run"], json!(accepted), "{}", events.dump());
+}

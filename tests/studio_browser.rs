@@ -78,8 +78,8 @@ impl Drop for Group {
             .args(["-KILL", "--", &group])
             .stderr(Stdio::null())
             .status();
-        for pid in descendants {
-            if common::process_alive(pid) {
+        for pid in &descendants {
+            if common::process_alive(*pid) {
                 let _ = Command::new("kill")
                     .args(["-KILL", &pid.to_string()])
                     .stderr(Stdio::null())
@@ -88,6 +88,12 @@ impl Drop for Group {
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // So that nothing of the browser outlives the test (a killed process takes a moment).
+        let deadline = Instant::now() + DEADLINE;
+        while descendants.iter().any(|pid| common::process_alive(*pid)) && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 }
 
