@@ -1,8 +1,8 @@
 //! The studio's page in a real browser: headless Chromium driven through chromedriver (both
 //! from Debian, installed by scripts/test-setup) by tests/support/studio_browser.py, which uses
 //! the page through its DOM contract only: a breakpoint, a run paused and stepped, the history
-//! and a record's context, a continue to the result, a broken save flagged in the source, and
-//! no request leaving 127.0.0.1. Leaves target/studio-screenshot.png (and, with
+//! and a record's context, a continue to the result, a run from raw JSON started paused and
+//! stopped, a broken save flagged in the source, and no request leaving 127.0.0.1. Leaves target/studio-screenshot.png (and, with
 //! MCPGRAPH_BLESS=1, docs/studio.png).
 
 mod common;

@@ -12,7 +12,8 @@ studio-screenshot.png, and to ROOT/docs/studio.png with MCPGRAPH_BLESS=1).
 The page is used through its DOM contract only (docs/studio.md and the ids, classes and data
 attributes the tests name): sum_to_n with a breakpoint on check_condition and n = 3, two steps,
 the history and one record's context, the breakpoint taken away and a continue to {"sum": 6};
-then a broken save shown with its line flagged and a fixed one. Last, Chromium's network log:
+a run from raw JSON started paused and stopped; then a broken save shown with its line flagged
+and a fixed one. Last, Chromium's network log:
 every request went to the studio. Prints "ok" at the end; on a failure, what the page showed.
 """
 import base64
@@ -341,6 +342,23 @@ def tour(browser, url, graph_file, root):
     check_history(wait_history(browser, 9), LOOP_OF_3)
     expect_states(browser, {name: "done" for name in TYPES}, "at the end")
 
+    # The arguments as raw JSON, a run started paused (before the entry), then stopped.
+    browser.click("#raw-toggle")
+    wait("#raw-json holding the form's arguments", lambda: raw_arguments(browser) == {"n": 3})
+    browser.type_into("#raw-json", '{"n": 2}')
+    wait("#raw-json holding the new arguments", lambda: raw_arguments(browser) == {"n": 2})
+    browser.click("#start-paused")
+    check(browser.js("return document.querySelector('#start-paused').checked;"),
+          "#start-paused is not checked after a click")
+    browser.click("#run")
+    wait_paused_at(browser, "entry_sum")
+    expect_states(browser, {"entry_sum": "paused", "increment_node": "pending"},
+                  "a run started paused")
+    browser.click("#stop")
+    wait("#result data-state=stopped", lambda: browser.attribute("#result", "data-state") == "stopped")
+    wait("#run-state data-state=stopped",
+         lambda: browser.attribute("#run-state", "data-state") == "stopped")
+
     # A save that does not check: its diagnostic and its line flagged in the source.
     good = open(graph_file, encoding="utf-8").read()
     broken = good.replace("next: exit_sum\n", "next: exit_sumx\n")
@@ -360,6 +378,13 @@ def tour(browser, url, graph_file, root):
     wait("the fixed version's tool and no diagnostic",
          lambda: browser.count('#tools button.tool[data-tool="sum_to_n"]') == 1
          and browser.count("#diagnostics li.diagnostic") == 0)
+
+
+def raw_arguments(browser):
+    try:
+        return json.loads(browser.js("return document.querySelector('#raw-json').value;"))
+    except ValueError:
+        return None
 
 
 def save(path, text):
