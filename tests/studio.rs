@@ -1180,7 +1180,14 @@ fn a_paused_run_is_stopped() {
     let done = events.until_end(next);
     assert_eq!(done.last().unwrap()["state"], "done", "{}", events.dump());
     assert_eq!(done.last().unwrap()["result"], json!({"sum": 3}));
-    assert_eq!(studio.run(waiting)["state"], "stopped");
+    // Only the latest run is kept (docs/studio.md): the one it replaced is gone.
+    let gone = studio.request("GET", &format!("/api/runs/{waiting}"), &[], "");
+    assert_eq!(gone.status, 404, "{}", gone.body);
+    assert!(
+        gone.body.contains("only the latest run is kept"),
+        "{}",
+        gone.body
+    );
 }
 
 /// A start-paused run waits before its entry; breakpoints set while it runs (`PUT`) replace
