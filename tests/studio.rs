@@ -1608,11 +1608,17 @@ fn sigterm_stops_the_run_and_exits_cleanly() {
         .status()
         .expect("kill runs");
     assert!(status.success(), "kill -TERM failed");
-    // Whether the run's `end` is sent before the streams end, the contract does not say.
+    // The run is stopped, and the pages told so, before the streams end.
     let rest = events.until_closed();
     assert!(
         rest.iter().all(|e| e["run"] == json!(run)),
         "after SIGTERM only the run's last events: {rest:?}"
+    );
+    let end = rest.iter().find(|e| e["type"] == "end");
+    assert_eq!(
+        end.map(|e| e["state"].clone()),
+        Some(json!("stopped")),
+        "the run's end before the streams closed: {rest:?}"
     );
     let deadline = Instant::now() + DEADLINE;
     let exit = loop {

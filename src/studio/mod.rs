@@ -119,10 +119,16 @@ async fn serve(options: Options) -> Result<(), String> {
         open_browser(&url);
     }
     let app = router(studio.clone());
-    let closing = studio.closing.clone();
+    let stopping = studio.clone();
     let signalled = async move {
         mcpgraph_runtime::shutdown_signal().await;
-        closing.cancel();
+        // The run first, so the pages see it end before their streams close.
+        let run = stopping.lock_run().clone();
+        if let Some(run) = run {
+            run.stop();
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), run.ended()).await;
+        }
+        stopping.closing.cancel();
     };
     axum::serve(listener, app)
         .with_graceful_shutdown(signalled)
@@ -389,13 +395,25 @@ async fn events(State(studio): State<Arc<Studio>>) -> impl IntoResponse {
     // The first event says where things stand; the page fetches the rest.
     let hello = studio.where_things_stand("hello").to_string();
     let weak = Arc::downgrade(&studio);
+    let closing = studio.closing.clone();
     let stream = futures::stream::unfold((Some(hello), receiver), move |(first, mut receiver)| {
         let weak = weak.clone();
+        let closing = closing.clone();
         async move {
             if let Some(hello) = first {
                 return Some((Ok(Event::default().data(hello)), (None, receiver)));
             }
-            let data = match receiver.recv().await {
+            // At shutdown the stream ends, but only after what was published before it: the
+            // end of the run that shutdown stopped.
+            let received = tokio::select! {
+                biased;
+                received = receiver.recv() => received,
+                () = closing.cancelled() => match receiver.try_recv() {
+                    Ok(text) => Ok(text),
+                    Err(_) => return None,
+                },
+            };
+            let data = match received {
                 Ok(text) => text.to_string(),
                 // Fallen behind: where things stand now; the page fetches them again.
                 Err(broadcast::error::RecvError::Lagged(_)) => match weak.upgrade() {
@@ -410,7 +428,6 @@ async fn events(State(studio): State<Arc<Studio>>) -> impl IntoResponse {
             ))
         }
     });
-    let stream = futures::StreamExt::take_until(stream, studio.closing.clone().cancelled_owned());
     let mut response = Sse::new(stream)
         .keep_alive(KeepAlive::default())
         .into_response();
