@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod nginx;
+pub mod raw_http;
 
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
