@@ -457,19 +457,7 @@
         side(-first, d);
       }
     }
-    let best = candidates[0];
-    let bestHits = Infinity;
-    for (const c of candidates) {
-      let hits = 0;
-      for (const r of obstacles.rects) if (rectsOverlap(c.rect, r)) hits += 1;
-      for (const line of obstacles.lines) if (lineHitsRect(line, c.rect)) hits += 1;
-      if (hits < bestHits) {
-        best = c;
-        bestHits = hits;
-        if (hits === 0) break;
-      }
-    }
-    return best;
+    return leastCovered(candidates, obstacles);
   }
 
   // Where a node's count and duration go: a corner just outside its box (above left, above
@@ -492,6 +480,12 @@
       // Left of the breakpoint dot.
       { x: x - 18, y: mid + 4, anchor: 'end', rect: [x - 18 - STATS_WIDTH, mid - 6, x - 16, mid + 6] },
     ];
+    return leastCovered(candidates, obstacles);
+  }
+
+  // The first candidate spot (`{rect}`) that no box or line of `obstacles` crosses; else the one
+  // crossed least.
+  function leastCovered(candidates, obstacles) {
     let best = candidates[0];
     let bestHits = Infinity;
     for (const c of candidates) {
