@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Drives the studio's page in headless Chromium through chromedriver (W3C WebDriver over
-urllib, standard library only), as tests/studio_browser.rs runs it:
+urllib, standard library only), as tests/network/studio_browser.rs runs it:
 
     studio_browser.py STUDIO_URL WEBDRIVER_URL GRAPH_FILE ROOT
 
@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 # How long anything waited for may take.
@@ -95,10 +96,21 @@ class Browser:
             "browserName": "chrome",
             "goog:chromeOptions": {
                 "binary": "/usr/bin/chromium",
+                # The usual headless flags for a browser with no first-run, new-tab or
+                # background machinery (those of Puppeteer's defaults that apply here), and a
+                # blank start page: the network log then holds the studio's page alone,
+                # whichever Chromium is installed.
                 "args": ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                         "--no-first-run", "--disable-background-networking",
-                         "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
-                         "--window-size=1400,900", f"--user-data-dir={profile}"],
+                         "--no-first-run", "--no-default-browser-check",
+                         "--disable-background-networking", "--disable-component-update",
+                         "--disable-default-apps", "--disable-extensions",
+                         "--disable-component-extensions-with-background-pages",
+                         "--disable-client-side-phishing-detection", "--disable-sync",
+                         "--disable-features=Translate,OptimizationHints,MediaRouter,"
+                         "NtpRealboxMemoryCache,ChromeWhatsNewUI",
+                         "--metrics-recording-only", "--password-store=basic",
+                         "--disable-dev-shm-usage", "--window-size=1400,900",
+                         f"--user-data-dir={profile}", "about:blank"],
             },
             "goog:loggingPrefs": {"performance": "ALL", "browser": "ALL"},
         }
@@ -265,9 +277,32 @@ def requests_made(browser):
                 urls.append(message["params"]["url"])
 
 
+# Schemes of the browser's own pages and of data it already holds: loading one reaches no host.
+INTERNAL_SCHEMES = {"about", "blob", "data", "javascript", "chrome", "chrome-untrusted",
+                    "chrome-extension", "chrome-search", "chrome-error", "devtools", "view-source"}
+
+
+def is_network(url):
+    """Whether loading `url` is a network request: its scheme reaches a host (http, https, ws,
+    wss, or any scheme not in INTERNAL_SCHEMES: an unknown one counts, to be safe)."""
+    return urllib.parse.urlsplit(url).scheme.lower() not in INTERNAL_SCHEMES
+
+
+def is_studio(url, base):
+    """Whether `url` is http or ws to exactly the studio's host and port (`base` is its page)."""
+    studio = urllib.parse.urlsplit(base)
+    try:
+        parts = urllib.parse.urlsplit(url)
+        return (parts.scheme.lower() in ("http", "ws") and parts.hostname == studio.hostname
+                and parts.port == studio.port)
+    except ValueError:
+        return False
+
+
 def outside(urls, base):
-    """The URLs that are not the studio's (data: URLs and about:blank are no requests)."""
-    return [u for u in urls if not (u.startswith(base) or u.startswith("data:") or u == "about:blank")]
+    """The network requests among `urls` to anything but the studio. The browser's internal pages
+    (chrome://, chrome-untrusted://, ...) and data: URLs are not network requests."""
+    return [u for u in urls if is_network(u) and not is_studio(u, base)]
 
 
 def tour(browser, url, graph_file, root):
@@ -411,17 +446,26 @@ def check_logs(browser, url):
     base = url if url.endswith("/") else url + "/"
     logged = requests_made(browser)
     check(base in logged, f"the page's own request is not in the network log: {logged}")
-    # Before it, the browser's own start page (Chromium opens its new-tab page, chrome:// URLs):
-    # not the studio's doing.
-    opened = logged.index(base)
-    requested = logged[opened:]
-    print(f"{opened} requests of the browser's start page before the studio's", file=sys.stderr)
-    # The filter itself catches what it must (a check that could not fail proves nothing).
+    # The filter itself catches what it must, both ways (a check that could not fail proves
+    # nothing): foreign network requests count, the studio's own and the browser's pages do not.
     port_prefix = base.rstrip("/")
-    probe = [base + "api/graph", "http://localhost" + base[len("http://127.0.0.1"):],
-             port_prefix + ".evil.example/", "https://cdn.example/x.js", "data:image/png;base64,"]
-    check(outside(probe, base) == probe[1:4], f"the network filter is wrong: {outside(probe, base)}")
-    elsewhere = outside(requested, base)
+    own = [base + "api/graph", "ws" + base[len("http"):] + "api/events", "data:image/png;base64,",
+           "about:blank", "chrome://new-tab-page/lazy_load.js",
+           "chrome-untrusted://new-tab-page/one-google-bar?paramsencoded=",
+           "chrome://resources/cr_elements/cr_chip/cr_chip.css.js", "devtools://devtools/x"]
+    foreign = ["http://localhost" + base[len("http://127.0.0.1"):], port_prefix + ".evil.example/",
+               "https://cdn.example/x.js", "https://127.0.0.1" + base[len("http://127.0.0.1"):],
+               "wss://push.example/socket", "ftp://files.example/f", "gopher://old.example/"]
+    check(outside(own, base) == [], f"the network filter counts these: {outside(own, base)}")
+    check(outside(foreign, base) == foreign,
+          f"the network filter lets through: {[u for u in foreign if u not in outside(foreign, base)]}")
+    # The browser started on a blank page: the studio's page is the first network request.
+    network = [u for u in logged if is_network(u)]
+    check(network and network[0] == base,
+          f"the first network request is not the studio's page: {network[:5]}")
+    internal = len(logged) - len(network)
+    print(f"{internal} requests of the browser's own pages (not network requests)", file=sys.stderr)
+    elsewhere = outside(logged, base)
     check(not elsewhere, f"requests that left the studio: {elsewhere}")
     problems = []
     for entry in browser.log("browser"):
@@ -431,7 +475,7 @@ def check_logs(browser, url):
                                                or re.search(r"Content Security Policy|Refused to", text)):
             problems.append(text)
     check(not problems, f"script errors or policy violations in the console: {problems}")
-    print(f"{len(requested)} requests, all to {base}", file=sys.stderr)
+    print(f"{len(network)} network requests, all to {base}", file=sys.stderr)
 
 
 def main():
