@@ -4,6 +4,10 @@
 //! names everything through absolute paths (`::mcpgraph_runtime::__private::…`), uses `__mcpg_`
 //! for its own locals, and turns every name from the graph into an identifier through
 //! one [`Scope`] per namespace (`crate::names`). Output is deterministic: tools and properties in source order.
+//!
+//! `graph!` gets only what differs from graph to graph (the types and typed methods of its
+//! tools); what every embedded graph has (`new`, `call_json`, `serve_stdio`, ...) is the
+//! runtime's `EmbeddedGraph` (`runtime/src/graph.rs`), written once and not generated.
 
 use crate::ir::Graph;
 use crate::names::{Case, Scope};
@@ -14,7 +18,9 @@ use serde_json::Value;
 /// The items of a built server's module that no tool constant may be named.
 const SERVER_MODULE_ITEMS: &[&str] = &["GRAPH", "TOOLS"];
 
-/// What `impl Graph` of `graph!` defines itself: no tool method may take these names.
+/// The methods of the runtime's `EmbeddedGraph`, which `graph!`'s `Graph` is, `Deref::deref`
+/// included: no tool method may take these names, which would hide it. (`engine` is no method
+/// any more; it stays reserved so that no tool's method changes its name.)
 pub const GRAPH_METHODS: &[&str] = &[
     "new",
     "call_json",
@@ -22,6 +28,7 @@ pub const GRAPH_METHODS: &[&str] = &[
     "serve_http",
     "engine",
     "with_answers",
+    "deref",
 ];
 
 /// The generated server module (`src/server.rs` of an emitted crate).
@@ -91,7 +98,8 @@ pub fn render(tokens: TokenStream, source: &str, regenerate: &str) -> String {
 }
 
 /// The items `graph!("x.yaml")` expands to: per tool an input and an output type from its
-/// schemas and a method calling it in-process, plus a way to serve the graph over stdio.
+/// schemas and a typed method calling it in-process, on the runtime's `EmbeddedGraph`, which
+/// has the rest of the API (`new`, `call_json`, `serve_stdio`, ...).
 pub fn graph_items(graph: &Graph, graph_json: &str, tracked_path: &str) -> TokenStream {
     let outline: Vec<ToolOutline> = graph
         .tools
@@ -104,78 +112,33 @@ pub fn graph_items(graph: &Graph, graph_json: &str, tracked_path: &str) -> Token
             location: format!("{}:{}:{}", graph.source_name, tool.line, tool.column),
         })
         .collect();
-    let typed = typed_tools(&outline);
-    let (items, methods) = (&typed.items, &typed.methods);
     let doc = format!(
         " The graph of `{}`, checked at compile time.",
         graph.source_name
     );
+    let api = typed_api(&outline, &doc, graph_json);
     quote! {
         // Cargo rebuilds when the graph file changes.
         const _: &[u8] = include_bytes!(#tracked_path);
 
-        #(#items)*
+        #api
+    }
+}
 
-        #[doc = #doc]
-        pub struct Graph {
-            engine: ::std::sync::Arc<::mcpgraph_runtime::__private::Engine>,
-            asker: ::std::option::Option<::mcpgraph_runtime::__private::Asker>,
-        }
+/// What `graph!` expands to when the graph does not check: the error, and a stub defining every
+/// public item a correct graph would (`Graph`, and per tool that could be read its types and
+/// method), so the user's code shows no follow-on errors. The stub is the typed API of a good
+/// graph with no IR: the rest of the API is the runtime's either way.
+pub fn graph_error(message: &str, tools: &[ToolOutline]) -> TokenStream {
+    let api = typed_api(
+        tools,
+        " The graph, which does not check: see the compile error.",
+        "",
+    );
+    quote! {
+        ::std::compile_error!(#message);
 
-        impl Graph {
-            /// The checked graph, as the runtime reads it.
-            pub const IR: &'static str = #graph_json;
-
-            /// Prepares the graph: no server starts and nothing runs until a tool is called.
-            /// Calls run inside a multi-threaded tokio runtime, where downstream servers are
-            /// started on first use.
-            pub fn new() -> ::std::result::Result<Self, ::std::string::String> {
-                let __mcpg_graph: ::mcpgraph_runtime::__private::Graph =
-                    ::mcpgraph_runtime::__private::serde_json::from_str(Self::IR).map_err(|e| e.to_string())?;
-                let __mcpg_engine = ::mcpgraph_runtime::__private::Engine::load(__mcpg_graph).map_err(|e| e.to_string())?;
-                ::std::result::Result::Ok(Graph { engine: ::std::sync::Arc::new(__mcpg_engine), asker: ::std::option::Option::None })
-            }
-
-            /// Answers the graph's `ask` nodes with `answer` (without it they fail with kind
-            /// `unavailable`): the accepted content, or a refusal.
-            pub fn with_answers<F, Fut>(mut self, answer: F) -> Self
-            where
-                F: ::std::ops::Fn(::mcpgraph_runtime::__private::Question) -> Fut + ::std::marker::Send + ::std::marker::Sync + 'static,
-                Fut: ::std::future::Future<Output = ::std::result::Result<::mcpgraph_runtime::__private::serde_json::Value, ::mcpgraph_runtime::__private::Refusal>> + ::std::marker::Send + 'static,
-            {
-                self.asker = ::std::option::Option::Some(::std::sync::Arc::new(move |question| {
-                    ::std::boxed::Box::pin(answer(question))
-                        as ::std::pin::Pin<::std::boxed::Box<dyn ::std::future::Future<Output = _> + ::std::marker::Send>>
-                }));
-                self
-            }
-
-            /// Calls a tool by name with JSON arguments, as an MCP client would.
-            pub async fn call_json(
-                &self,
-                tool: &str,
-                arguments: ::mcpgraph_runtime::__private::serde_json::Map<::std::string::String, ::mcpgraph_runtime::__private::serde_json::Value>,
-            ) -> ::std::result::Result<::mcpgraph_runtime::__private::serde_json::Value, ::mcpgraph_runtime::__private::CallError> {
-                let __mcpg_options = ::mcpgraph_runtime::__private::CallOptions {
-                    asker: self.asker.clone(),
-                    ..::std::default::Default::default()
-                };
-                self.engine.call_with(tool, arguments, __mcpg_options).await
-            }
-
-            #(#methods)*
-
-            /// Serves the graph over stdio, exactly as `mcpgraph serve` does, until stdin closes.
-            pub async fn serve_stdio(self) -> ::std::result::Result<(), ::std::string::String> {
-                ::mcpgraph_runtime::__private::serve_stdio(::mcpgraph_runtime::__private::GraphServer::new(self.engine)).await.map_err(|e| e.to_string())
-            }
-
-            /// Serves the graph over streamable HTTP, exactly as `mcpgraph serve --http` does,
-            /// until SIGTERM or SIGINT, then drains the calls in flight.
-            pub async fn serve_http(self, options: ::mcpgraph_runtime::__private::HttpOptions) -> ::std::result::Result<(), ::std::string::String> {
-                ::mcpgraph_runtime::__private::serve_http(::mcpgraph_runtime::__private::GraphServer::new(self.engine), options).await.map_err(|e| e.to_string())
-            }
-        }
+        #api
     }
 }
 
@@ -191,29 +154,58 @@ pub struct ToolOutline {
     pub location: String,
 }
 
-struct TypedTools {
-    items: Vec<TokenStream>,
-    methods: Vec<TokenStream>,
-    /// Per tool: its method, input type and output type (when it has an output schema).
-    names: Vec<(Ident, Ident, Option<Ident>)>,
+/// The part of `graph!`'s items that differs from graph to graph: per tool its input and output
+/// structs and its method on `GraphTools`, which holds the IR `Graph::new` loads, and `Graph`,
+/// the runtime's `EmbeddedGraph` over those tools.
+fn typed_api(tools: &[ToolOutline], graph_doc: &str, graph_json: &str) -> TokenStream {
+    let (items, methods) = typed_tools(tools);
+    quote! {
+        #(#items)*
+
+        #[doc = #graph_doc]
+        pub type Graph = ::mcpgraph_runtime::__private::EmbeddedGraph<GraphTools>;
+
+        /// The typed tools of [`Graph`], one method per tool, called on a `Graph` (which
+        /// dereferences to them).
+        pub struct GraphTools {
+            __mcpg_handle: ::mcpgraph_runtime::__private::GraphHandle,
+        }
+
+        impl ::mcpgraph_runtime::__private::TypedTools for GraphTools {
+            const IR: &'static str = #graph_json;
+
+            fn from_handle(__mcpg_handle: ::mcpgraph_runtime::__private::GraphHandle) -> Self {
+                Self { __mcpg_handle }
+            }
+
+            fn handle(&self) -> &::mcpgraph_runtime::__private::GraphHandle {
+                &self.__mcpg_handle
+            }
+        }
+
+        impl GraphTools {
+            #(#methods)*
+        }
+    }
 }
 
-/// Per tool: its input and output structs and its method, every name through [`Scope`].
-fn typed_tools(tools: &[ToolOutline]) -> TypedTools {
-    let mut types = Scope::new(&["Graph"]);
+/// The items `graph!` makes itself, which no type from a schema may be named.
+const GRAPH_TYPES: &[&str] = &["Graph", "GraphTools"];
+
+/// Per tool: its input and output structs (the items) and its method, every name through
+/// [`Scope`].
+fn typed_tools(tools: &[ToolOutline]) -> (Vec<TokenStream>, Vec<TokenStream>) {
+    let mut types = Scope::new(GRAPH_TYPES);
     let mut method_names = Scope::new(GRAPH_METHODS);
-    let mut out = TypedTools {
-        items: Vec::new(),
-        methods: Vec::new(),
-        names: Vec::new(),
-    };
+    let mut items = Vec::new();
+    let mut methods = Vec::new();
     for tool in tools {
         let input = types.name(&format!("{} input", tool.name), Case::Pascal, "Tool");
         let method = method_names.name(&tool.name, Case::Snake, "tool");
         let empty = Value::Object(Default::default());
         let mut structs = Structs {
             types: &mut types,
-            items: &mut out.items,
+            items: &mut items,
         };
         structs.object(
             &input,
@@ -234,66 +226,14 @@ fn typed_tools(tools: &[ToolOutline]) -> TypedTools {
             );
             output
         });
-        out.methods.push(tool_method(
+        methods.push(tool_method(
             tool,
             &method,
             &input,
             &output_type(output.as_ref()),
         ));
-        out.names.push((method, input, output));
     }
-    out
-}
-
-/// What `graph!` expands to when the graph does not check: the error, and a stub defining every
-/// public item a correct graph would (the `Graph` API, and per tool that could be read its
-/// types and method), so the user's code shows no follow-on errors.
-pub fn graph_error(message: &str, tools: &[ToolOutline]) -> TokenStream {
-    let typed = typed_tools(tools);
-    let items = &typed.items;
-    let stubs = typed.names.iter().map(|(method, input, output)| {
-        let output = output_type(output.as_ref());
-        quote! {
-            pub async fn #method(&self, _input: &#input) -> ::std::result::Result<#output, ::mcpgraph_runtime::__private::CallError> {
-                ::std::unreachable!()
-            }
-        }
-    });
-    quote! {
-        ::std::compile_error!(#message);
-
-        #(#items)*
-
-        pub struct Graph;
-
-        impl Graph {
-            pub const IR: &'static str = "";
-            pub fn new() -> ::std::result::Result<Self, ::std::string::String> {
-                ::std::unreachable!()
-            }
-            pub fn with_answers<F, Fut>(self, _answer: F) -> Self
-            where
-                F: ::std::ops::Fn(::mcpgraph_runtime::__private::Question) -> Fut + ::std::marker::Send + ::std::marker::Sync + 'static,
-                Fut: ::std::future::Future<Output = ::std::result::Result<::mcpgraph_runtime::__private::serde_json::Value, ::mcpgraph_runtime::__private::Refusal>> + ::std::marker::Send + 'static,
-            {
-                ::std::unreachable!()
-            }
-            pub async fn call_json(
-                &self,
-                _tool: &str,
-                _arguments: ::mcpgraph_runtime::__private::serde_json::Map<::std::string::String, ::mcpgraph_runtime::__private::serde_json::Value>,
-            ) -> ::std::result::Result<::mcpgraph_runtime::__private::serde_json::Value, ::mcpgraph_runtime::__private::CallError> {
-                ::std::unreachable!()
-            }
-            #(#stubs)*
-            pub async fn serve_stdio(self) -> ::std::result::Result<(), ::std::string::String> {
-                ::std::unreachable!()
-            }
-            pub async fn serve_http(self, _options: ::mcpgraph_runtime::__private::HttpOptions) -> ::std::result::Result<(), ::std::string::String> {
-                ::std::unreachable!()
-            }
-        }
-    }
+    (items, methods)
 }
 
 /// A tool's result type: its output struct, or JSON when it declares no output schema.
@@ -304,6 +244,7 @@ fn output_type(output: Option<&Ident>) -> TokenStream {
     }
 }
 
+/// A tool's typed method on `GraphTools`: the runtime's typed call, with the tool's name.
 fn tool_method(
     tool: &ToolOutline,
     method: &Ident,
@@ -311,21 +252,19 @@ fn tool_method(
     output: &TokenStream,
 ) -> TokenStream {
     let name = &tool.name;
-    let doc = format!(
-        " Calls tool `{name}` ({}): {}",
-        tool.location, tool.description
-    );
+    // The error stub knows no descriptions.
+    let doc = if tool.description.is_empty() {
+        format!(" Calls tool `{name}` ({}).", tool.location)
+    } else {
+        format!(
+            " Calls tool `{name}` ({}): {}",
+            tool.location, tool.description
+        )
+    };
     quote! {
         #[doc = #doc]
         pub async fn #method(&self, input: &#input) -> ::std::result::Result<#output, ::mcpgraph_runtime::__private::CallError> {
-            let __mcpg_args = match ::mcpgraph_runtime::__private::serde_json::to_value(input) {
-                ::std::result::Result::Ok(::mcpgraph_runtime::__private::serde_json::Value::Object(map)) => map,
-                _ => ::mcpgraph_runtime::__private::serde_json::Map::new(),
-            };
-            let __mcpg_value = self.call_json(#name, __mcpg_args).await?;
-            ::mcpgraph_runtime::__private::serde_json::from_value(__mcpg_value).map_err(|e| {
-                ::mcpgraph_runtime::__private::CallError::InvalidResult { tool: #name.to_string(), violations: ::std::vec![e.to_string()] }
-            })
+            ::mcpgraph_runtime::__private::GraphHandle::call(&self.__mcpg_handle, #name, input).await
         }
     }
 }

@@ -510,8 +510,8 @@ impl Diagnostic {
         .with_suggestion(suggestion)
     }
 
-    // ---- E06xx: the language extensions (timeouts, retries, error routes, map, parallel, ask,
-    // `server: self`) ---------------------------------------------------------------------------
+    // ---- E06xx / W06xx: the language extensions (timeouts, retries, error routes, map,
+    // parallel, ask, `server: self`) -----------------------------------------------------------
 
     /// A number or word of an extension key outside what it allows (`maxAttempts: 0`).
     pub fn extension_value(
@@ -558,6 +558,26 @@ impl Diagnostic {
         help: impl Into<String>,
     ) -> Self {
         Diagnostic::new(Code::E0604, span, message, label).with_help(help)
+    }
+
+    /// A kind in `onError.kinds` that the node's type can fail with but this node, as written,
+    /// cannot (`timeout` on an ask without `timeoutMs`). The contract lets `kinds` name what the
+    /// type can produce, and the route is dead rather than wrong, so this is a warning; `help`
+    /// says why the node cannot fail so, and what it can fail with.
+    pub fn on_error_kind_never_taken(
+        span: Span,
+        node_type: &str,
+        node: &str,
+        kind: &str,
+        help: impl Into<String>,
+    ) -> Self {
+        Diagnostic::new(
+            Code::W0601,
+            span,
+            format!("{node_type} node `{node}` never fails with `{kind}` as written: this `onError` kind is never taken"),
+            "never taken",
+        )
+        .with_help(help)
     }
 
     pub fn on_error_target(
@@ -1011,7 +1031,7 @@ codes! {
     E0601 Error "an extension's number or word is out of range (`timeoutMs`, `retry`, `concurrency`, `onItemError`)",
     E0602 Error "`retry.kinds` is empty, repeats a kind, or names a kind that cannot be retried",
     E0603 Error "`onError`, `retry` or `timeoutMs` on a node type that does not take it",
-    E0604 Error "`onError.kinds` is empty, repeats a kind, or names a kind the node cannot fail with",
+    E0604 Error "`onError.kinds` is empty, repeats a kind, or names a kind that no node of its type can fail with",
     E0605 Error "an `onError` target is unknown, the failing node itself, or the entry",
     E0606 Error "a map with `branches`, or a parallel with a node-level `server`/`tool`/`args`",
     E0607 Error "a parallel node has no branches",
@@ -1021,6 +1041,7 @@ codes! {
     E0611 Error "`server: self` calls form a cycle",
     E0612 Error "a server is named `self` (reserved)",
     E0613 Error "an unknown key is a misspelling of an extension key (`onEror`, `timeoutMS`)",
+    W0601 Warning "`onError.kinds` names a kind the node's type can fail with but this node, as written, cannot (never taken)",
     E0701 Error "the lock file beside the graph cannot be used",
     E0702 Error "a call names a tool that its server's locked tool list does not have",
     E0703 Error "a call omits an argument that the tool's inputSchema requires",

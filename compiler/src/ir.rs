@@ -144,6 +144,64 @@ pub struct Node {
     pub column: usize,
 }
 
+impl Node {
+    /// Where control may go after this node, each edge with why: a switch's conditions in
+    /// written order, then its `next` (the default) or another node's `next`, then the `onError`
+    /// route. This one list serves the reachability and type checks and both drawings (the
+    /// `mcpgraph graph` pictures, the studio's), so that none walks the node's fields by hand.
+    /// An error route is an edge like any other (extensions §9). A map's per-item call and a
+    /// parallel's branches are calls, not nodes, so they give no edges here; the studio draws
+    /// them as boxes of its own.
+    pub fn successors(&self) -> impl Iterator<Item = Edge> {
+        let conditions: &[Condition] = match &self.kind {
+            NodeKind::Switch { conditions } => conditions,
+            _ => &[],
+        };
+        let next_kind = match self.kind {
+            NodeKind::Switch { .. } => EdgeKind::Default,
+            _ => EdgeKind::Next,
+        };
+        let by_condition = conditions
+            .iter()
+            .enumerate()
+            .map(|(index, condition)| Edge {
+                to: condition.target,
+                kind: EdgeKind::Condition(index),
+            });
+        let by_next = self.next.map(|to| Edge {
+            to,
+            kind: next_kind,
+        });
+        let by_error = self.on_error.as_ref().map(|route| Edge {
+            to: route.next,
+            kind: EdgeKind::OnError,
+        });
+        by_condition.chain(by_next).chain(by_error)
+    }
+}
+
+/// One edge out of a node (see [`Node::successors`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Edge {
+    pub to: NodeId,
+    pub kind: EdgeKind,
+}
+
+/// Why an edge leaves its node: what a drawing labels and styles it by, and what a check names
+/// when the edge is wrong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EdgeKind {
+    /// The `next` of a node other than a switch.
+    Next,
+    /// The switch's condition at this index of its `conditions`; its rule may be absent (a
+    /// rule-less condition, taken whenever it is reached).
+    Condition(usize),
+    /// A switch's `next`: taken when no condition matches.
+    Default,
+    /// The node's `onError` route.
+    OnError,
+}
+
 /// An error route (extensions §3).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct OnError {
@@ -413,4 +471,98 @@ pub enum Template {
     Expr(Expr),
     Object(Vec<(String, Template)>),
     Array(Vec<Template>),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(id: &str, kind: NodeKind, next: Option<u32>, on_error: Option<u32>) -> Node {
+        Node {
+            id: id.to_string(),
+            kind,
+            next: next.map(NodeId),
+            on_error: on_error.map(|to| OnError {
+                next: NodeId(to),
+                kinds: None,
+            }),
+            output_type: crate::types::Type::Unknown,
+            line: 1,
+            column: 1,
+        }
+    }
+
+    fn edges(node: &Node) -> Vec<(u32, EdgeKind)> {
+        node.successors()
+            .map(|edge| (edge.to.0, edge.kind))
+            .collect()
+    }
+
+    /// Every kind of edge, in the order the drawings show them: conditions as written, then
+    /// the default or `next`, then the error route.
+    #[test]
+    fn successors_give_every_edge_kind_in_drawing_order() {
+        let switch = node(
+            "decide",
+            NodeKind::Switch {
+                conditions: vec![
+                    Condition {
+                        rule: Some(Rule::Literal(Value::Bool(true))),
+                        target: NodeId(3),
+                    },
+                    // A rule-less condition keeps its place and its index.
+                    Condition {
+                        rule: None,
+                        target: NodeId(3),
+                    },
+                    Condition {
+                        rule: Some(Rule::Literal(Value::Bool(false))),
+                        target: NodeId(1),
+                    },
+                ],
+            },
+            Some(2),
+            Some(4),
+        );
+        assert_eq!(
+            edges(&switch),
+            vec![
+                (3, EdgeKind::Condition(0)),
+                (3, EdgeKind::Condition(1)),
+                (1, EdgeKind::Condition(2)),
+                (2, EdgeKind::Default),
+                (4, EdgeKind::OnError),
+            ]
+        );
+
+        // A switch without a `next` has no default edge.
+        let no_default = node(
+            "decide",
+            NodeKind::Switch {
+                conditions: vec![Condition {
+                    rule: None,
+                    target: NodeId(5),
+                }],
+            },
+            None,
+            None,
+        );
+        assert_eq!(edges(&no_default), vec![(5, EdgeKind::Condition(0))]);
+
+        let ask = node(
+            "confirm",
+            NodeKind::Ask {
+                message: Expr::parse("\"Sure?\"").expect("a JSONata string"),
+                schema: Value::Null,
+                timeout_ms: None,
+            },
+            Some(2),
+            Some(4),
+        );
+        assert_eq!(
+            edges(&ask),
+            vec![(2, EdgeKind::Next), (4, EdgeKind::OnError)]
+        );
+        assert!(edges(&node("exit", NodeKind::Exit, None, None)).is_empty());
+    }
 }

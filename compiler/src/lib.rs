@@ -19,12 +19,14 @@ pub mod lock;
 pub mod logic;
 #[cfg(feature = "codegen")]
 pub mod names;
+pub mod project;
 pub mod render;
 pub mod types;
 pub mod yaml;
 
 pub use diagnostics::{Code, Diagnostic, Severity, SourceFile, Span};
 pub use ir::Graph;
+pub use project::{LockFile, Project, Sources};
 
 /// What checking a graph file produced.
 #[derive(Debug, Clone)]

@@ -191,43 +191,6 @@ fn read_lock(path: &Path) -> Result<SourceFile, Diagnostic> {
     })
 }
 
-/// The downstream servers a graph's calls use, and the calls, as far as the file can be read:
-/// `mcpgraph lock` works on a graph that does not check (a stale lock may be why it does not).
-/// Servers come in declaration order (the graph's, then the `-m` file's), only those some call
-/// names; calls are `(server, tool)`, sorted, without `server: self`. Problems are left to
-/// `check`.
-pub fn servers_used(
-    file: &SourceFile,
-    mcp_file: Option<&SourceFile>,
-) -> (Vec<crate::ir::Server>, Vec<(String, String)>) {
-    let mut ignored = Vec::new();
-    let extra = mcp_file
-        .map(|m| crate::mcp_servers(m, &mut ignored))
-        .unwrap_or_default();
-    let Ok(tree) = crate::yaml::parse(&file.text) else {
-        return (Vec::new(), Vec::new());
-    };
-    let typed = crate::ast::build(&tree, &mut ignored);
-    let mut calls = std::collections::BTreeSet::new();
-    for node in typed.tools.iter().flat_map(|t| &t.nodes) {
-        let own = node.server.as_ref().zip(node.tool.as_ref());
-        let branches = node
-            .branches
-            .iter()
-            .filter_map(|b| b.server.as_ref().zip(b.tool.as_ref()));
-        for (server, tool) in own.into_iter().chain(branches) {
-            if server.value != crate::ast::SELF_SERVER {
-                calls.insert((server.value.clone(), tool.value.clone()));
-            }
-        }
-    }
-    let servers = crate::check::servers(&typed.servers, &extra, &mut ignored)
-        .into_iter()
-        .filter(|s| calls.iter().any(|(name, _)| *name == s.name))
-        .collect();
-    (servers, calls.into_iter().collect())
-}
-
 /// How a tool of the live server differs from the lock.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ToolChange {
@@ -487,24 +450,6 @@ mod tests {
         assert_eq!(
             many.unwrap().to_string(),
             "inputSchema differs at /0, /1, /2 and elsewhere"
-        );
-    }
-
-    #[test]
-    fn servers_used_reads_a_graph_that_does_not_check() {
-        let graph = SourceFile::new(
-            "g.yaml",
-            "version: \"1.0\"\nserver: {name: s, version: \"1\"}\nmcpServers:\n  a: {command: x}\n  b: {command: y}\n  unused: {command: z}\ntools:\n  - name: t\n    description: t\n    inputSchema: {type: object}\n    nodes:\n      - {id: entry, type: entry, next: m}\n      - {id: m, type: mcp, server: a, tool: one, args: {}, next: p}\n      - id: p\n        type: parallel\n        branches:\n          x: {server: b, tool: two}\n          y: {server: self, tool: t}\n        next: nowhere\n      - {id: exit, type: exit}\n",
-        );
-        let (servers, calls) = servers_used(&graph, None);
-        let names: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
-        assert_eq!(names, ["a", "b"]);
-        assert_eq!(
-            calls,
-            [
-                ("a".to_string(), "one".to_string()),
-                ("b".to_string(), "two".to_string())
-            ]
         );
     }
 

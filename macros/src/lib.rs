@@ -3,13 +3,15 @@
 
 use mcpgraph_compiler::codegen::{self, ToolOutline};
 use mcpgraph_compiler::render::{self, Style};
-use mcpgraph_compiler::{SourceFile, ast, compile_from, yaml};
+use mcpgraph_compiler::{Project, SourceFile, ast, yaml};
 use proc_macro::TokenStream;
 
-/// Expands to `struct Graph` (with `Graph::new()`, one `async fn` per tool taking its typed
-/// input and returning its typed output, `call_json` and `serve_stdio`) and the input/output
-/// types. The path is relative to the crate's `Cargo.toml`. A graph that does not check is a
-/// compile error showing every diagnostic with its `file:line:col`.
+/// Expands to `Graph` (with `Graph::new()`, one `async fn` per tool taking its typed input and
+/// returning its typed output, `call_json`, `with_answers`, `serve_stdio` and `serve_http`) and
+/// the input/output types. `Graph` is `mcpgraph_runtime::EmbeddedGraph` over the generated
+/// `GraphTools`, which holds the typed methods. The path is relative to the crate's
+/// `Cargo.toml`. A graph that does not check is a compile error showing every diagnostic with
+/// its `file:line:col`.
 #[proc_macro]
 pub fn graph(input: TokenStream) -> TokenStream {
     let literal = match syn::parse::<syn::LitStr>(input) {
@@ -26,23 +28,17 @@ pub fn graph(input: TokenStream) -> TokenStream {
             return codegen::graph_error(&message, &[]).into();
         }
     };
-    // The downstream contracts, when the graph has a lock file beside it.
-    let lock = match mcpgraph_compiler::lock::read_beside(&path) {
-        None => None,
-        Some(Ok(lock)) => Some(lock),
-        Some(Err(d)) => {
-            let message = format!("graph!: {}", d.message);
-            return codegen::graph_error(&message, &outline(&file)).into();
-        }
-    };
-    // A relative `caFile` is taken from the graph's directory, not from where rustc runs.
-    let dir = path.parent().unwrap_or(std::path::Path::new("."));
-    let checked = compile_from(&file, dir, None, lock.as_ref());
+    // The downstream contracts, when the graph has a lock file beside it, under the project's
+    // one policy (a lock that cannot be read is an error, as in every front end). A relative
+    // `caFile` is taken from the graph's directory, not from where rustc runs.
+    let sources = Project::named(&path, relative.clone()).sources(file, None);
+    let checked = sources.compile();
+    let file = &sources.graph;
     let Some(graph) = &checked.graph else {
-        let rendered = render::human_all(&checked, &file, Style::PLAIN);
+        let rendered = render::human_all(&checked, file, Style::PLAIN);
         return codegen::graph_error(
             &format!("graph! found problems in {relative}:\n\n{rendered}"),
-            &outline(&file),
+            &outline(file),
         )
         .into();
     };
@@ -54,7 +50,7 @@ pub fn graph(input: TokenStream) -> TokenStream {
         }
     };
     let mut items = codegen::graph_items(graph, &json, &path.to_string_lossy());
-    if lock.is_some() {
+    if sources.lock_text().is_some() {
         // A new lock rebuilds the program, as a new graph does.
         let lock_path = mcpgraph_compiler::lock::lock_path(&path);
         let lock_path = lock_path.to_string_lossy();

@@ -198,18 +198,12 @@ pub(super) fn node(
     if let Some(value) = get(raw, "onError")
         && !matches!(kind, NodeType::Entry | NodeType::Exit | NodeType::Switch)
     {
-        let producible = producible(decl, kind);
-        let id = decl
-            .id
-            .as_ref()
-            .map_or("?", |i| i.value.as_str())
-            .to_string();
-        decl.on_error = on_error(value, &id, kind, &producible, diags);
+        decl.on_error = on_error(value, decl, kind, diags);
     }
 }
 
-/// The kinds a node of this type (as written) can fail with, in the order of extensions §1:
-/// what `onError.kinds` may name. See docs/extensions-checks.md for the table.
+/// The kinds a node of this type, as written, can fail with, in the order of extensions §1:
+/// the kinds an `onError` route can actually take. See docs/extensions-checks.md for the table.
 pub fn producible(decl: &NodeDecl, kind: NodeType) -> Vec<FailureKind> {
     use FailureKind as K;
     let call = |server: Option<&Sp<String>>, timeout: bool| -> Vec<FailureKind> {
@@ -262,6 +256,32 @@ pub fn producible(decl: &NodeDecl, kind: NodeType) -> Vec<FailureKind> {
     kinds.sort_by_key(|k| FailureKind::NAMED.iter().position(|n| n == k));
     kinds.dedup();
     kinds
+}
+
+/// The kinds `onError.kinds` may name on this node: those its type can fail with whatever its
+/// server, `timeoutMs` or `onItemError` (extensions §9), with `schema` only where a `server: self`
+/// call is made, as the contract says. Naming one of these that [`producible`] leaves out is a
+/// route never taken (W0601); naming any other kind is an error (E0604).
+pub fn nameable(decl: &NodeDecl, kind: NodeType) -> Vec<FailureKind> {
+    use FailureKind as K;
+    match kind {
+        NodeType::Entry | NodeType::Exit | NodeType::Switch => Vec::new(),
+        NodeType::Transform => vec![K::Expression],
+        NodeType::Mcp | NodeType::Map | NodeType::Parallel => {
+            let mut k = vec![
+                K::Expression,
+                K::Tool,
+                K::Protocol,
+                K::Connection,
+                K::Timeout,
+            ];
+            if decl.calls_self() {
+                k.push(K::Schema);
+            }
+            k
+        }
+        NodeType::Ask => vec![K::Expression, K::Timeout, K::Declined, K::Unavailable],
+    }
 }
 
 /// An integer key in `min..=max`: E0101 for another type, E0601 out of range.
@@ -403,7 +423,8 @@ fn retry(node: &Yaml, diags: &mut Vec<Diagnostic>) -> Option<Retry> {
 }
 
 /// A list of kind names: non-empty, known, no duplicates, and accepted by `refuse` (which
-/// returns the diagnostic for a kind not allowed here; its span is filled in). The code of the
+/// returns the diagnostic for a kind not allowed here, or a warning for one allowed but never
+/// taken; its span is filled in). A warning keeps the list; an error drops it. The code of the
 /// empty, unknown and duplicate diagnostics follows the list: `retry.kinds` → E0602, else E0604.
 fn kind_list(
     list: &Yaml,
@@ -481,8 +502,11 @@ fn kind_list(
         }
         if let Some(mut d) = refuse(kind) {
             d.location = crate::diagnostics::Location::Graph(item.span);
+            // A dead kind (W0601) is harmless in the route: it simply never matches.
+            if d.is_error() {
+                ok = false;
+            }
             diags.push(d);
-            ok = false;
         }
         out.push(Sp {
             value: kind,
@@ -494,9 +518,8 @@ fn kind_list(
 
 fn on_error(
     value: &Yaml,
-    id: &str,
+    decl: &NodeDecl,
     kind: NodeType,
-    producible: &[FailureKind],
     diags: &mut Vec<Diagnostic>,
 ) -> Option<OnErrorDecl> {
     match &value.kind {
@@ -511,6 +534,7 @@ fn on_error(
         YamlKind::Map(_) => {
             let map = ext_mapping(value, "`onError`", ON_ERROR_KEYS, diags)?;
             let next = required_str(value, map, "next", "`onError`", diags);
+            let producible = producible(decl, kind);
             let can = producible
                 .iter()
                 .map(|k| format!("`{k}`"))
@@ -520,7 +544,7 @@ fn on_error(
             // add warnings about its target.
             let kinds = get(map, "kinds").map(|list| {
                 kind_list(list, "`onError.kinds`", diags, &mut |k| {
-                    refuse_on_error(k, producible, kind, id, &can)
+                    refuse_on_error(k, decl, kind, &producible, &can)
                 })
                 .unwrap_or_default()
                 .into_iter()
@@ -545,16 +569,34 @@ fn on_error(
     }
 }
 
-/// The diagnostic for a kind `onError.kinds` may not name on this node, with the reason.
+/// The diagnostic for a kind in `onError.kinds` that this node never fails with, with the
+/// reason: W0601 when its type can fail with it (the route is dead, not wrong: another
+/// `timeoutMs`, server or `onItemError` would make it live), else E0604.
 fn refuse_on_error(
     k: FailureKind,
-    producible: &[FailureKind],
+    decl: &NodeDecl,
     kind: NodeType,
-    id: &str,
+    producible: &[FailureKind],
     can: &str,
 ) -> Option<Diagnostic> {
     if producible.contains(&k) {
         return None;
+    }
+    let id = decl.id.as_ref().map_or("?", |i| i.value.as_str());
+    let can = if can.is_empty() {
+        format!("as written, this {} node cannot fail at all", kind.name())
+    } else {
+        format!("this node can fail with {can}")
+    };
+    if nameable(decl, kind).contains(&k) {
+        let why = never_taken_because(decl, kind, k);
+        return Some(Diagnostic::on_error_kind_never_taken(
+            Span::default(),
+            kind.name(),
+            id,
+            k.as_str(),
+            format!("{why}; {can}"),
+        ));
     }
     let why = match k {
         FailureKind::Route => {
@@ -564,15 +606,7 @@ fn refuse_on_error(
             Some(format!("only ask nodes fail with `{k}`"))
         }
         FailureKind::Schema => Some("only `server: self` calls fail with `schema`".to_string()),
-        FailureKind::Timeout if matches!(kind, NodeType::Mcp | NodeType::Ask) => Some(
-            "without `timeoutMs` it has no timeout of its own: only the run's deadline, a limit that is never caught".to_string(),
-        ),
         _ => None,
-    };
-    let can = if can.is_empty() {
-        format!("as written, this {} node cannot fail at all", kind.name())
-    } else {
-        format!("this node can fail with {can}")
     };
     let help = match why {
         Some(why) => format!("{why}; {can}"),
@@ -584,6 +618,47 @@ fn refuse_on_error(
         "cannot happen here",
         help,
     ))
+}
+
+/// Why a node whose type can fail with `k` cannot as written (the start of a W0601 help): the
+/// setting that rules it out, and how to make the route live.
+fn never_taken_because(decl: &NodeDecl, kind: NodeType, k: FailureKind) -> String {
+    let fans_out = matches!(kind, NodeType::Map | NodeType::Parallel);
+    if fans_out && decl.on_item_error != OnItemError::Fail {
+        let setting = if decl.on_item_error == OnItemError::Skip {
+            "skip"
+        } else {
+            "keep"
+        };
+        return if kind == NodeType::Map {
+            format!(
+                "with `onItemError: {setting}` a failed item does not fail the map, so only `items` can (kind `expression`)"
+            )
+        } else {
+            format!("with `onItemError: {setting}` a failed branch does not fail the parallel node")
+        };
+    }
+    if kind == NodeType::Parallel && decl.branches.is_empty() {
+        return "the parallel node has no branches".to_string();
+    }
+    match (k, kind) {
+        (FailureKind::Timeout, NodeType::Ask) => {
+            "without `timeoutMs` the question lasts until the run's deadline, a limit that is never caught: add `timeoutMs` to give it a timeout of its own".to_string()
+        }
+        (FailureKind::Timeout, NodeType::Parallel) => {
+            "every branch is a `server: self` call without `timeoutMs`: only the run's deadline bounds them, a limit that is never caught".to_string()
+        }
+        (FailureKind::Timeout, _) => {
+            "a `server: self` call without `timeoutMs` has no timeout of its own: only the run's deadline bounds it, a limit that is never caught".to_string()
+        }
+        (FailureKind::Protocol | FailureKind::Connection, NodeType::Parallel) => format!(
+            "every branch is a `server: self` call, run in process: no server is there to fail with `{k}`"
+        ),
+        (FailureKind::Protocol | FailureKind::Connection, _) => format!(
+            "a `server: self` call runs in process: no server is there to fail with `{k}`"
+        ),
+        _ => format!("as written, this {} node never fails with `{k}`", kind.name()),
+    }
 }
 
 fn on_item_error(map: &[(Yaml, Yaml)], diags: &mut Vec<Diagnostic>) -> OnItemError {

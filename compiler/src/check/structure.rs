@@ -451,22 +451,14 @@ fn node_span(node: &NodeDecl) -> Span {
 
 /// Nodes reachable from `start` following edges forward, or backward when `reverse`.
 fn reach(nodes: &[Node], start: NodeId, reverse: bool) -> HashSet<NodeId> {
-    let successors = |n: &Node| -> Vec<NodeId> {
-        let mut out: Vec<NodeId> = n.next.into_iter().collect();
-        // An error route is an edge like any other (extensions §9).
-        out.extend(n.on_error.as_ref().map(|e| e.next));
-        if let NodeKind::Switch { conditions } = &n.kind {
-            out.extend(conditions.iter().map(|c| c.target));
-        }
-        out
-    };
     let mut edges: Vec<Vec<NodeId>> = vec![Vec::new(); nodes.len()];
     for (i, node) in nodes.iter().enumerate() {
-        for s in successors(node) {
+        // Every kind of edge counts, error routes included (extensions §9).
+        for edge in node.successors() {
             if reverse {
-                edges[s.index()].push(NodeId(i as u32));
+                edges[edge.to.index()].push(NodeId(i as u32));
             } else {
-                edges[i].push(s);
+                edges[i].push(edge.to);
             }
         }
     }

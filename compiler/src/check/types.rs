@@ -43,7 +43,7 @@ impl ToolChecker<'_> {
         let input = self.decl.input_schema.as_ref().map(|s| s.to_json());
         let preds_of_exit: Vec<NodeId> = (0..nodes.len())
             .map(|i| NodeId(i as u32))
-            .filter(|&i| successors(&nodes[i.index()]).contains(&exit))
+            .filter(|&i| nodes[i.index()].successors().any(|edge| edge.to == exit))
             .collect();
 
         let mut types = vec![Type::Unknown; nodes.len()];
@@ -468,15 +468,6 @@ fn element(items: Type) -> Type {
     }))
 }
 
-fn successors(node: &Node) -> Vec<NodeId> {
-    let mut out: Vec<NodeId> = node.next.into_iter().collect();
-    out.extend(node.on_error.as_ref().map(|e| e.next));
-    if let NodeKind::Switch { conditions } = &node.kind {
-        out.extend(conditions.iter().map(|c| c.target));
-    }
-    out
-}
-
 /// The context as an expression of the tool sees it.
 struct FlowScope<'a> {
     ids: &'a HashMap<&'a str, NodeId>,
@@ -511,7 +502,10 @@ struct Reach {
 
 impl Reach {
     fn new(nodes: &[Node]) -> Reach {
-        let edges: Vec<Vec<NodeId>> = nodes.iter().map(successors).collect();
+        let edges: Vec<Vec<NodeId>> = nodes
+            .iter()
+            .map(|node| node.successors().map(|edge| edge.to).collect())
+            .collect();
         Reach {
             cost: edges.iter().map(Vec::len).sum::<usize>() + edges.len(),
             edges,

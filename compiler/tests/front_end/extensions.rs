@@ -306,7 +306,8 @@ fn ranges_kinds_and_routes() {
         );
     }
     // `onItemError: skip` (here defaulted back to fail after the typo) is not what decides;
-    // `keep` makes a map fail only with `expression`.
+    // `keep` makes a map fail only with `expression`: its type can fail with `tool`, so naming
+    // it is a route never taken (W0601), not an error.
     let keep = tool(
         r#"      - { id: entry, type: entry, next: m }
       - { id: m, type: map, items: '[1]', server: web, tool: f, onItemError: keep, onError: { next: exit, kinds: [expression, tool] }, next: exit }
@@ -314,7 +315,78 @@ fn ranges_kinds_and_routes() {
 "#,
     );
     let found = diagnostics(&keep);
-    assert_eq!(found, [(Code::E0604, "tool".to_string())], "{found:?}");
+    assert_eq!(found, [(Code::W0601, "tool".to_string())], "{found:?}");
+}
+
+/// `onError.kinds` may name any kind the node's type can fail with (extensions §9): one this
+/// node cannot fail with as written is a dead route, a warning (W0601), and the graph compiles;
+/// a kind no node of its type fails with stays an error (E0604).
+#[test]
+fn kinds_ruled_out_by_the_configuration_are_warnings() {
+    let ask = r#"      - { id: entry, type: entry, next: a }
+      - { id: a, type: ask, message: '"ok?"', schema: { type: object, properties: { ok: { type: boolean } } }, TIMEOUT onError: { next: exit, kinds: [declined, timeout] }, next: exit }
+      - { id: exit, type: exit }
+"#;
+    // Without `timeoutMs` the question lasts until the run's deadline, a limit: never `timeout`.
+    let without = tool(&ask.replace("TIMEOUT", ""));
+    assert_eq!(
+        diagnostics(&without),
+        [(Code::W0601, "timeout".to_string())]
+    );
+    let checked = compile(&SourceFile::new("x.yaml", without.as_str()), None);
+    assert_eq!(checked.error_count(), 0, "{:?}", checked.diagnostics);
+    assert!(checked.diagnostics.iter().all(|d| !d.is_error()));
+    // The dead kind stays in the route: it simply never matches.
+    let g = graph(&without);
+    let node = &g.tools[0].nodes[1];
+    assert_eq!(
+        node.on_error.as_ref().and_then(|e| e.kinds.clone()),
+        Some(vec![FailureKind::Declined, FailureKind::Timeout])
+    );
+
+    let with = tool(&ask.replace("TIMEOUT", "timeoutMs: 500,"));
+    assert_eq!(diagnostics(&with), []);
+    let g = graph(&with);
+    let node = &g.tools[0].nodes[1];
+    assert_eq!(
+        node.on_error.as_ref().and_then(|e| e.kinds.clone()),
+        Some(vec![FailureKind::Declined, FailureKind::Timeout])
+    );
+
+    // Only ask nodes fail with `declined`: no mcp node ever can.
+    let mcp = tool(
+        r#"      - { id: entry, type: entry, next: c }
+      - { id: c, type: mcp, server: web, tool: f, onError: { next: exit, kinds: [tool, declined] }, next: exit }
+      - { id: exit, type: exit }
+"#,
+    );
+    assert_eq!(diagnostics(&mcp), [(Code::E0604, "declined".to_string())]);
+    let checked = compile(&SourceFile::new("x.yaml", mcp.as_str()), None);
+    assert!(checked.graph.is_none());
+    assert!(checked.diagnostics.iter().all(|d| d.is_error()));
+
+    // A `server: self` call runs in process (no `protocol`, `connection`) and has no timeout
+    // without `timeoutMs`; a parallel whose failed branches are skipped cannot fail at all.
+    // `schema` without a self call and `route` anywhere stay errors.
+    let text = format!(
+        "{HEAD}  - name: double\n    description: d\n    inputSchema: {{ type: object }}\n    nodes:\n      - {{ id: entry, type: entry, next: exit }}\n      - {{ id: exit, type: exit }}\n  - name: t\n    description: d\n    inputSchema: {{ type: object }}\n    nodes:\n{}",
+        r#"      - { id: entry, type: entry, next: c }
+      - { id: c, type: mcp, server: self, tool: double, onError: { next: p, kinds: [schema, protocol, timeout] }, next: p }
+      - { id: p, type: parallel, branches: { b: { server: web, tool: f } }, onItemError: skip, onError: { next: d, kinds: [tool] }, next: d }
+      - { id: d, type: mcp, server: web, tool: f, onError: { next: exit, kinds: [schema, route] }, next: exit }
+      - { id: exit, type: exit }
+"#
+    );
+    assert_eq!(
+        diagnostics(&text),
+        [
+            (Code::W0601, "protocol".to_string()),
+            (Code::W0601, "timeout".to_string()),
+            (Code::W0601, "tool".to_string()),
+            (Code::E0604, "schema".to_string()),
+            (Code::E0604, "route".to_string()),
+        ]
+    );
 }
 
 #[test]

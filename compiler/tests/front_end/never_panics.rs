@@ -4,17 +4,17 @@ use mcpgraph_compiler::{SourceFile, compile, compile_with};
 use proptest::prelude::*;
 
 const SEEDS: &[&str] = &[
-    include_str!("../../examples/loop.yaml"),
-    include_str!("../../examples/switch.yaml"),
-    include_str!("../../examples/count_files.yaml"),
-    include_str!("../../examples/greeting_next.yaml"),
-    include_str!("../../examples/fetch_files.yaml"),
-    include_str!("../../examples/parallel_inspect.yaml"),
+    include_str!("../../../examples/loop.yaml"),
+    include_str!("../../../examples/switch.yaml"),
+    include_str!("../../../examples/count_files.yaml"),
+    include_str!("../../../examples/greeting_next.yaml"),
+    include_str!("../../../examples/fetch_files.yaml"),
+    include_str!("../../../examples/parallel_inspect.yaml"),
 ];
 
 /// A lock of `@modelcontextprotocol/server-filesystem` (named `filesystem`, as the examples
 /// name it), so that mutations reach the contract and type checks.
-const LOCK: &str = include_str!("codes/E0703.lock.json");
+const LOCK: &str = include_str!("../codes/E0703.lock.json");
 
 /// Pieces that make mutations likely to reach deep checks rather than YAML syntax errors.
 const TOKENS: &[&str] = &[
