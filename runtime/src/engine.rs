@@ -1,13 +1,14 @@
-//! The engine: a program, its downstream connections and the run workers. `serve`, built
-//! servers, `mcpgraph call` and `graph!` programs all call tools through this one type.
+//! The engine: a program and its downstream connections, with runs on the process's one pool of
+//! run workers (pool.rs), shared by every engine. `serve`, built servers, `mcpgraph call` and
+//! `graph!` programs all call tools through this one type.
 
 use crate::cancel::Cancel;
-use crate::debug::Debugger;
 use crate::downstream::Downstream;
+use crate::executor::debug::Debugger;
 use crate::executor::{self, Asker, NodeObserver, RunEnv};
 use crate::failure::{Failure, FailureKind, RunError};
 use crate::pool::Pool;
-use crate::program::Program;
+use crate::program::{Program, SchemaViolation};
 use crate::value::to_json;
 use mcpgraph_compiler::Graph;
 use serde_json::{Map, Value};
@@ -33,8 +34,8 @@ pub struct CallOptions {
 pub struct Engine {
     program: Arc<Program>,
     downstream: Arc<Downstream>,
-    pool: Pool,
-    /// Cancelled at shutdown: every run stops.
+    /// Cancelled at shutdown: every run of this engine stops. The workers are shared, so this
+    /// token, which each run carries, is how an engine stops its own runs and no one else's.
     shutdown: CancellationToken,
 }
 
@@ -81,24 +82,37 @@ impl fmt::Display for CallError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             CallError::UnknownTool(name) => write!(f, "Unknown tool: {name}"),
-            CallError::InvalidArguments { tool, violations } => {
-                write!(f, "Invalid arguments for tool \"{tool}\":")?;
-                violations.iter().try_for_each(|v| write!(f, "\n  {v}"))
+            // The schema texts are the program's (a `self` call's failure says the same).
+            CallError::InvalidArguments { tool, violations } => SchemaViolation::Arguments {
+                tool: tool.clone(),
+                violations: violations.clone(),
             }
+            .fmt(f),
             CallError::Run(e) => e.fmt(f),
-            CallError::InvalidResult { tool, violations } => {
-                write!(
-                    f,
-                    "Tool \"{tool}\" returned a result that does not match its outputSchema:"
-                )?;
-                violations.iter().try_for_each(|v| write!(f, "\n  {v}"))
+            CallError::InvalidResult { tool, violations } => SchemaViolation::Result {
+                tool: tool.clone(),
+                violations: violations.clone(),
             }
+            .fmt(f),
             CallError::Cancelled => f.write_str("Execution was cancelled"),
         }
     }
 }
 
 impl std::error::Error for CallError {}
+
+impl From<SchemaViolation> for CallError {
+    fn from(violation: SchemaViolation) -> CallError {
+        match violation {
+            SchemaViolation::Arguments { tool, violations } => {
+                CallError::InvalidArguments { tool, violations }
+            }
+            SchemaViolation::Result { tool, violations } => {
+                CallError::InvalidResult { tool, violations }
+            }
+        }
+    }
+}
 
 impl CallError {
     /// The failure's kind: an unknown tool is the caller's protocol error, a schema violation
@@ -116,16 +130,22 @@ impl CallError {
 }
 
 impl Engine {
-    /// Prepares a checked graph and starts the run workers. Works anywhere, inside a tokio
-    /// runtime or not: downstream servers are started on first use, on the runtime of the call
-    /// that needs them.
+    /// Prepares a checked graph. Works anywhere, inside a tokio runtime or not: downstream
+    /// servers are started on first use, on the runtime of the call that needs them.
+    ///
+    /// A graph with a tool that awaits (an mcp, map, parallel or ask node) runs on the workers:
+    /// the process's pool is started now if it is not yet, so that a server which cannot start
+    /// it says so at load, not at its first call. A graph of pure tools starts none (its runs
+    /// need no worker); only a run a debugger may pause goes to the workers, which it starts
+    /// then if need be.
     pub fn load(graph: Graph) -> Result<Engine, LoadError> {
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         let program = Program::new(graph);
+        if program.tools.iter().any(|tool| !tool.pure) {
+            Pool::shared()?;
+        }
         Ok(Engine {
             downstream: Arc::new(Downstream::new(program.graph.servers.clone())),
             program: Arc::new(program),
-            pool: Pool::new(threads)?,
             shutdown: CancellationToken::new(),
         })
     }
@@ -181,11 +201,7 @@ impl Engine {
             .ok_or_else(|| CallError::UnknownTool(name.to_string()))?;
         let tool = &self.program.tools[index];
         let args = Value::Object(args);
-        tool.check_input(&args)
-            .map_err(|violations| CallError::InvalidArguments {
-                tool: name.to_string(),
-                violations,
-            })?;
+        tool.validate_arguments(&args)?;
         let Value::Object(args) = args else {
             return Err(CallError::Cancelled);
         };
@@ -226,50 +242,42 @@ impl Engine {
                 ),
             }
         } else {
+            // Started already at load when the graph awaits; so this start, and its failure, is
+            // only ever a pure tool's under a debugger that may pause it.
+            let pool = Pool::shared().map_err(|e| {
+                CallError::Run(internal_error(
+                    name,
+                    &format!("cannot start the run workers: {e}"),
+                ))
+            })?;
             let program = self.program.clone();
             let downstream = self.downstream.clone();
             // Downstream connections live on the caller's runtime, not on the worker's.
             let runtime = Handle::try_current().ok();
-            self.pool
-                .run(move || {
-                    Box::pin(async move {
-                        let env = RunEnv {
-                            downstream,
-                            runtime,
-                            cancel,
-                            on_node: observer,
-                            asker,
-                            debugger,
-                        };
-                        executor::run(&program, index, args, &env)
-                            .await
-                            .map(|v| to_json(&v).unwrap_or_else(|| Value::Object(Map::new())))
-                    })
+            pool.run(move || {
+                Box::pin(async move {
+                    let env = RunEnv {
+                        downstream,
+                        runtime,
+                        cancel,
+                        on_node: observer,
+                        asker,
+                        debugger,
+                    };
+                    executor::run(&program, index, args, &env)
+                        .await
+                        .map(|v| to_json(&v).unwrap_or_else(|| Value::Object(Map::new())))
                 })
-                .await
-                .ok_or(CallError::Cancelled)?
+            })
+            .await
+            .ok_or(CallError::Cancelled)?
         };
         let value = match result {
             Ok(v) => v,
             Err(e) if e.kind() == FailureKind::Cancelled => return Err(CallError::Cancelled),
             Err(e) => return Err(CallError::Run(e)),
         };
-        if tool.has_output_schema() {
-            if !value.is_object() {
-                return Err(CallError::InvalidResult {
-                    tool: name.to_string(),
-                    violations: vec![format!(
-                        "the result is not an object: {}",
-                        crate::value::to_js_json(&value)
-                    )],
-                });
-            }
-            tool.check_output(&value)
-                .map_err(|violations| CallError::InvalidResult {
-                    tool: name.to_string(),
-                    violations,
-                })?;
-        }
+        tool.validate_result(&value)?;
         Ok(value)
     }
 
@@ -326,5 +334,80 @@ fn internal_error(tool: &str, what: &str) -> RunError {
         tool: tool.to_string(),
         node: None,
         failure: Failure::new(FailureKind::Tool, format!("internal error: {what}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::executor::{Question, Refusal};
+    use futures::future::BoxFuture;
+    use tokio::sync::{Notify, Semaphore};
+
+    const ASKING: &str = r#"version: "1.0"
+server: { name: t, version: "1" }
+tools:
+  - name: confirm
+    description: d
+    inputSchema: { type: object }
+    nodes:
+      - { id: entry, type: entry, next: ask }
+      - id: ask
+        type: ask
+        message: '"Sure?"'
+        schema: { type: object, properties: { ok: { type: boolean } }, required: [ok] }
+        next: exit
+      - { id: exit, type: exit }
+"#;
+
+    fn load_asking() -> Engine {
+        let checked =
+            mcpgraph_compiler::compile(&mcpgraph_compiler::SourceFile::new("t.yaml", ASKING), None);
+        Engine::load(checked.graph.expect("the graph checks")).expect("the engine loads")
+    }
+
+    /// Adds a permit to `asked` when asked, then answers `{"ok": true}` once `release` is notified.
+    fn waiting_asker(asked: Arc<Semaphore>, release: Arc<Notify>) -> Asker {
+        Arc::new(
+            move |_question: Question| -> BoxFuture<'static, Result<Value, Refusal>> {
+                let (asked, release) = (asked.clone(), release.clone());
+                Box::pin(async move {
+                    asked.add_permits(1);
+                    release.notified().await;
+                    Ok(serde_json::json!({"ok": true}))
+                })
+            },
+        )
+    }
+
+    /// The workers are shared, the runs are not: one engine cancelling its runs leaves the run
+    /// of another engine, in flight on the same pool, to finish.
+    #[test]
+    fn one_engine_stopping_leaves_another_engines_runs_alone() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let (stopping, going_on) = (load_asking(), load_asking());
+        let asked = Arc::new(Semaphore::new(0));
+        let (never, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+        let options = |release: &Arc<Notify>| CallOptions {
+            asker: Some(waiting_asker(asked.clone(), release.clone())),
+            ..CallOptions::default()
+        };
+        let (stopped, finished) = runtime.block_on(async {
+            let stopped = stopping.call_with("confirm", Map::new(), options(&never));
+            let finished = going_on.call_with("confirm", Map::new(), options(&release));
+            let stop_one = async {
+                // Both runs are in flight on the workers, each waiting for its answer.
+                let _both = asked.acquire_many(2).await;
+                stopping.cancel_runs();
+                release.notify_one();
+            };
+            let (stopped, finished, ()) = tokio::join!(stopped, finished, stop_one);
+            (stopped, finished)
+        });
+        assert_eq!(stopped, Err(CallError::Cancelled));
+        assert_eq!(finished, Ok(serde_json::json!({"ok": true})));
     }
 }

@@ -6,7 +6,7 @@ use crate::downstream::Downstream;
 use crate::failure::Failure;
 use crate::history::{History, Record};
 use crate::jsonata::{Jsonata, Settings, message};
-use crate::jsonlogic::{self, Vars};
+use crate::jsonlogic::{self, LogicError, Vars};
 use crate::value::{to_json, to_jvalue};
 use jsonata_core::value::JValue;
 use mcpgraph_compiler::ir::{Expr, NodeId, Server, ServerId};
@@ -126,10 +126,8 @@ struct TrialVars<'a> {
 }
 
 impl Vars for TrialVars<'_> {
-    fn var(&mut self, expr: &Expr) -> Result<JValue, String> {
-        self.jsonata
-            .eval(expr, self.context)
-            .map_err(|e| e.to_string())
+    fn var(&mut self, expr: &Expr) -> Result<JValue, LogicError> {
+        Ok(self.jsonata.eval(expr, self.context)?)
     }
 }
 

@@ -4,7 +4,9 @@
 //! token (required off loopback unless waived), a body limit. `/healthz`, `/readyz` and
 //! `/metrics` for operators; SIGTERM drains the calls in flight before the process exits.
 
-use crate::serve::{LogFormat, ServeError, init_logging_as, run_serving, shutdown_signal};
+use crate::serve::{
+    HttpError, LogFormat, ServeError, init_logging_as, run_serving, shutdown_signal,
+};
 use crate::server::GraphServer;
 use axum::body::Body;
 use axum::extract::State;
@@ -20,6 +22,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
+
+pub(crate) mod flags;
+
+pub use flags::{FlagError, FlagValue, HTTP_FLAGS, HttpFlag, HttpFlags, token_from_env};
 
 /// Where `--http` listens when no address is given.
 pub const DEFAULT_ADDR: &str = "127.0.0.1:8080";
@@ -41,11 +47,12 @@ const CLOSE_LIMIT: Duration = Duration::from_secs(5);
 const SHUTDOWN_LIMIT: Duration = Duration::from_secs(8);
 
 /// How a graph is served over HTTP: the same for `mcpgraph serve --http`, built servers'
-/// `--http` and `graph!`'s `serve_http`.
-#[derive(Debug, Clone)]
+/// `--http` and `graph!`'s `serve_http`. The flags that make it are in [`HTTP_FLAGS`].
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct HttpOptions {
-    /// `host:port` to listen on; port 0 picks a free one (the address is printed).
+    /// `host:port` to listen on; port 0 picks a free one (the address is printed). `--http`
+    /// takes a bare port (`8090`, `:8090`) as one on 127.0.0.1.
     pub addr: String,
     /// More names (or `name:port`) the `Host` header may carry: a proxy's public name.
     pub allowed_hosts: Vec<String>,
@@ -80,72 +87,6 @@ impl Default for HttpOptions {
     }
 }
 
-/// The options' help, as the CLI and built servers print it.
-pub const HTTP_USAGE: &str = "      --http [ADDR]            Serve streamable HTTP at ADDR (default 127.0.0.1:8080), endpoint /mcp
-      --allowed-host NAME      Also accept this Host header (a proxy's public name); repeatable
-      --allowed-origin ORIGIN  Accept browser requests from this Origin; repeatable
-      --auth-token-env VAR     Require `Authorization: Bearer <token>`, the token read from $VAR
-      --allow-unauthenticated  Serve off loopback without a token
-      --max-body BYTES         Largest request body (default 4194304)
-      --drain-timeout SECS     How long SIGTERM waits for calls in flight (default 30)
-      --sessions               Sessions for 2025-era clients (one replica only)
-      --log-format FORMAT      text or json (one line per call at info)
-";
-
-impl HttpOptions {
-    /// Takes one of the HTTP flags from a hand-parsed command line (built servers): `Ok(true)`
-    /// when `arg` was one (its value taken from `rest`), `Ok(false)` when it is not an HTTP flag.
-    /// `--http`'s address is optional: a next argument that does not start with `-` is it.
-    pub fn take_arg(
-        &mut self,
-        arg: &str,
-        rest: &mut std::iter::Peekable<impl Iterator<Item = String>>,
-        http: &mut bool,
-    ) -> Result<bool, String> {
-        let mut value = |name: &str| rest.next().ok_or_else(|| format!("{name} needs a value"));
-        match arg {
-            "--http" => {
-                *http = true;
-                if let Some(next) = rest.next_if(|a| !a.starts_with('-')) {
-                    self.addr = next;
-                }
-            }
-            "--allowed-host" => self.allowed_hosts.push(value(arg)?),
-            "--allowed-origin" => self.allowed_origins.push(value(arg)?),
-            "--auth-token-env" => {
-                let var = value(arg)?;
-                self.auth_token = Some(token_from_env(&var)?);
-            }
-            "--allow-unauthenticated" => self.allow_unauthenticated = true,
-            "--max-body" => {
-                self.max_body_bytes = value(arg)?
-                    .parse()
-                    .map_err(|_| "--max-body needs a number of bytes".to_string())?;
-            }
-            "--drain-timeout" => {
-                let secs: f64 = value(arg)?
-                    .parse()
-                    .map_err(|_| "--drain-timeout needs a number of seconds".to_string())?;
-                self.drain_timeout = Duration::try_from_secs_f64(secs)
-                    .map_err(|_| "--drain-timeout needs a number of seconds".to_string())?;
-            }
-            "--sessions" => self.sessions = true,
-            "--log-format" => self.log_format = value(arg)?.parse()?,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-}
-
-/// The token in `$var`: set and not empty, or why not.
-pub fn token_from_env(var: &str) -> Result<String, String> {
-    match std::env::var(var) {
-        Ok(token) if !token.trim().is_empty() => Ok(token.trim().to_string()),
-        Ok(_) => Err(format!("--auth-token-env {var}: the variable is empty")),
-        Err(_) => Err(format!("--auth-token-env {var}: the variable is not set")),
-    }
-}
-
 /// A whole process's HTTP serving: logging, a multi-threaded runtime, the server `make_server`
 /// builds, serving until SIGTERM/SIGINT, the drain, the downstream servers closed. Exit 0, or 1
 /// with the error on stderr.
@@ -158,26 +99,6 @@ pub fn run_http(
         "warn,mcpgraph::call=info,mcpgraph_runtime::http=info",
     );
     run_serving(async move { serve_http(make_server()?, options).await })
-}
-
-/// Why HTTP serving could not start.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum HttpError {
-    #[error("cannot listen on {addr}: {source}")]
-    Bind {
-        addr: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error(
-        "refusing to serve on {addr} without a token: anyone who can reach it could call the tools. Give --auth-token-env VAR, or --allow-unauthenticated to serve it open"
-    )]
-    Unauthenticated { addr: SocketAddr },
-    #[error("{0}")]
-    RequestStateKey(String),
-    #[error("{0}")]
-    Serve(std::io::Error),
 }
 
 /// Serves `server` over HTTP until SIGTERM/SIGINT, then drains (docs/http.md): `/readyz` turns
@@ -470,8 +391,7 @@ mod tests {
 
     #[test]
     fn flags_parse_like_the_cli() {
-        let mut options = HttpOptions::default();
-        let mut http = false;
+        let mut flags = HttpFlags::default();
         let args = [
             "--allowed-host",
             "mcp.example.com",
@@ -480,18 +400,20 @@ mod tests {
             "--sessions",
         ];
         let mut rest = args.iter().map(|s| s.to_string()).peekable();
-        assert!(options.take_arg("--http", &mut rest, &mut http).unwrap());
-        assert_eq!(options.addr, DEFAULT_ADDR);
+        assert!(flags.take_arg("--http", &mut rest).unwrap());
+        assert_eq!(flags.options.addr, DEFAULT_ADDR);
         while let Some(arg) = rest.next() {
-            assert!(options.take_arg(&arg, &mut rest, &mut http).unwrap());
+            assert!(flags.take_arg(&arg, &mut rest).unwrap());
         }
-        assert!(http && options.sessions);
-        assert_eq!(options.allowed_hosts, ["mcp.example.com"]);
-        assert_eq!(options.drain_timeout, Duration::from_millis(2500));
+        assert!(flags.http && flags.options.sessions);
+        assert_eq!(flags.options.allowed_hosts, ["mcp.example.com"]);
+        assert_eq!(flags.options.drain_timeout, Duration::from_millis(2500));
+        // A second `--http` is refused (as clap refuses it), so the address is given afresh.
+        let mut flags = HttpFlags::default();
         let mut rest = ["0.0.0.0:9000".to_string()].into_iter().peekable();
-        assert!(options.take_arg("--http", &mut rest, &mut http).unwrap());
-        assert_eq!(options.addr, "0.0.0.0:9000");
+        assert!(flags.take_arg("--http", &mut rest).unwrap());
+        assert_eq!(flags.options.addr, "0.0.0.0:9000");
         let mut rest = std::iter::empty().peekable();
-        assert!(!options.take_arg("--other", &mut rest, &mut http).unwrap());
+        assert!(!flags.take_arg("--other", &mut rest).unwrap());
     }
 }

@@ -1,7 +1,7 @@
 //! JSONata evaluation for one run: jsonata-core's evaluator with the history functions
 //! registered as host functions, guard rails set, and errors in the original's words.
 
-use crate::failure::{Failure, FailureKind};
+use crate::failure::{Failure, FailureKind, Limit, SizedValue};
 use crate::history::{self, SharedHistory};
 use crate::value::json_size;
 use jsonata_core::ast::AstNode;
@@ -161,10 +161,13 @@ fn unfused_count_split(args: &[JValue]) -> HostFnResult {
 
 /// The error of a built-in call whose result would pass `maxValueBytes`. (U1010: jsonata-core's
 /// own codes are U1001–U1003; the code is not shown.)
-fn too_large(cap: u64, what: &str, bytes: u64) -> EvaluatorError {
-    EvaluatorError::EvaluationError(format!(
-        "U1010: Execution limit exceeded: maximum value size ({cap} bytes) reached: {what} would take at least {bytes} bytes"
-    ))
+fn too_large(cap: u64, what: &'static str, bytes: u64) -> EvaluatorError {
+    let limit = Limit::ValueSize {
+        max_bytes: cap,
+        value: SizedValue::BuiltIn(what),
+        bytes,
+    };
+    EvaluatorError::EvaluationError(format!("U1010: {limit}"))
 }
 
 fn first(args: &[JValue]) -> JValue {

@@ -5,7 +5,9 @@
 //! value is data, never read again as a rule. Inside iterator bodies `var` is the standard
 //! item-relative lookup.
 
+use crate::failure::FailureKind;
 use crate::js;
+use crate::jsonata::EvalError;
 use crate::value::to_jvalue;
 use indexmap::IndexMap;
 use jsonata_core::value::JValue;
@@ -14,20 +16,57 @@ use mcpgraph_compiler::logic::{Op, Rule};
 
 /// Evaluates graph-level vars (JSONata over the graph context).
 pub trait Vars {
-    fn var(&mut self, expr: &Expr) -> Result<JValue, String>;
+    fn var(&mut self, expr: &Expr) -> Result<JValue, LogicError>;
 }
 
 /// For rules without graph-level vars (the compatibility suites).
 pub struct NoVars;
 
 impl Vars for NoVars {
-    fn var(&mut self, expr: &Expr) -> Result<JValue, String> {
-        Err(format!("no graph context for var {:?}", expr.source))
+    fn var(&mut self, expr: &Expr) -> Result<JValue, LogicError> {
+        Err(LogicError::Rule(format!(
+            "no graph context for var {:?}",
+            expr.source
+        )))
+    }
+}
+
+/// Why a rule could not be applied. The kind travels with it: a `var` whose evaluation the run
+/// interrupted (its time limit, a cancellation) is not the rule's failure.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LogicError {
+    /// json-logic-js's own failure, in its words (`Unrecognized operation x`).
+    Rule(String),
+    /// A graph-level `var` (JSONata) failed.
+    Var(EvalError),
+}
+
+impl LogicError {
+    pub fn kind(&self) -> FailureKind {
+        match self {
+            LogicError::Rule(_) => FailureKind::Expression,
+            LogicError::Var(error) => error.kind(),
+        }
+    }
+}
+
+impl std::fmt::Display for LogicError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LogicError::Rule(message) => f.write_str(message),
+            LogicError::Var(error) => error.fmt(f),
+        }
+    }
+}
+
+impl From<EvalError> for LogicError {
+    fn from(error: EvalError) -> LogicError {
+        LogicError::Var(error)
     }
 }
 
 /// `apply(rule, data)`. Errors carry json-logic-js's message (e.g. `Unrecognized operation x`).
-pub fn apply(rule: &Rule, data: &JValue, vars: &mut dyn Vars) -> Result<JValue, String> {
+pub fn apply(rule: &Rule, data: &JValue, vars: &mut dyn Vars) -> Result<JValue, LogicError> {
     match rule {
         Rule::Literal(v) => Ok(to_jvalue(v)),
         Rule::Array(items) => items
@@ -36,19 +75,24 @@ pub fn apply(rule: &Rule, data: &JValue, vars: &mut dyn Vars) -> Result<JValue, 
             .collect::<Result<Vec<_>, _>>()
             .map(JValue::array),
         Rule::Jsonata(expr) => vars.var(expr),
-        Rule::Unknown(op) => Err(format!("Unrecognized operation {op}")),
+        Rule::Unknown(op) => Err(LogicError::Rule(format!("Unrecognized operation {op}"))),
         Rule::Op { op, args } => operation(*op, args, data, vars),
     }
 }
 
-fn arg(args: &[Rule], i: usize, data: &JValue, vars: &mut dyn Vars) -> Result<JValue, String> {
+fn arg(args: &[Rule], i: usize, data: &JValue, vars: &mut dyn Vars) -> Result<JValue, LogicError> {
     match args.get(i) {
         Some(r) => apply(r, data, vars),
         None => Ok(JValue::Undefined),
     }
 }
 
-fn operation(op: Op, args: &[Rule], data: &JValue, vars: &mut dyn Vars) -> Result<JValue, String> {
+fn operation(
+    op: Op,
+    args: &[Rule],
+    data: &JValue,
+    vars: &mut dyn Vars,
+) -> Result<JValue, LogicError> {
     // The lazy operators first: they evaluate only what they need.
     match op {
         Op::If => {
@@ -188,7 +232,9 @@ fn operation(op: Op, args: &[Rule], data: &JValue, vars: &mut dyn Vars) -> Resul
         ),
         Op::Mul => {
             let Some((first, rest)) = values.split_first() else {
-                return Err("Reduce of empty array with no initial value".into());
+                return Err(LogicError::Rule(
+                    "Reduce of empty array with no initial value".into(),
+                ));
             };
             if rest.is_empty() {
                 return Ok(first.clone());

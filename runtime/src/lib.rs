@@ -5,13 +5,13 @@ pub use mcpgraph_macros::graph;
 
 mod cancel;
 mod child;
-mod debug;
 mod downstream;
 mod engine;
 mod envsubst;
 mod evaluate;
 mod executor;
 mod failure;
+mod graph;
 mod history;
 mod http;
 mod js;
@@ -27,28 +27,31 @@ mod serve;
 mod server;
 mod standalone;
 mod value;
+mod versions;
 mod watch;
 mod watchdog;
 
-pub use debug::{DebugEvent, DebugSink, Debugger};
 pub use engine::{CallError, CallOptions, Engine, LoadError};
 pub use evaluate::{
     EvaluateError, call_tool_once, evaluate_args, evaluate_jsonata, evaluate_logic,
 };
-pub use executor::{Asker, NodeObserver, NodeReport, Question, Refusal};
-pub use failure::{Failure, FailureKind, RunError};
+pub use executor::debug::{DebugEvent, DebugSink, Debugger};
+pub use executor::{Asker, Frame, NodeObserver, NodeReport, Place, Question, Refusal};
+pub use failure::{Failure, FailureKind, Limit, RunError, SizedValue};
+pub use graph::{EmbeddedGraph, GraphHandle, TypedTools};
 pub use http::{
-    DEFAULT_ADDR, ENDPOINT, HTTP_USAGE, HttpError, HttpOptions, run_http, serve_http,
-    serve_http_until, token_from_env,
+    DEFAULT_ADDR, ENDPOINT, FlagError, FlagValue, HTTP_FLAGS, HttpFlag, HttpFlags, HttpOptions,
+    run_http, serve_http, serve_http_until, token_from_env,
 };
 pub use line_transport::LineTransport;
 pub use lock::{Discovered, discover, discover_once};
 pub use serve::{
-    LogFormat, ServeError, call_once, init_logging, init_logging_as, run_stdio, serve_stdio,
-    shutdown_signal,
+    HttpError, LogFormat, ServeError, call_once, init_logging, init_logging_as, run_stdio,
+    serve_stdio, shutdown_signal,
 };
 pub use server::GraphServer;
 pub use value::{to_js_json, to_json};
+pub use versions::{Version, Versions};
 pub use watch::Watch;
 
 /// Makes ring rustls' process-wide crypto provider, for HTTP clients built without a TLS
@@ -74,15 +77,9 @@ pub mod internals {
 /// API: it changes with the generator.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::engine::{CallError, CallOptions, Engine, LoadError};
-    pub use crate::executor::{Asker, Question, Refusal};
-    pub use crate::http::{HttpOptions, serve_http};
-    pub use crate::serve::{ServeError, serve_stdio};
-    pub use crate::server::GraphServer;
+    pub use crate::engine::CallError;
+    pub use crate::graph::{EmbeddedGraph, GraphHandle, TypedTools};
     pub use crate::standalone::main;
-    pub use mcpgraph_compiler::Graph;
     pub use serde;
     pub use serde_json;
-    pub use tokio;
-    pub use tokio_util::sync::CancellationToken;
 }

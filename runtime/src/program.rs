@@ -71,9 +71,71 @@ impl Program {
     }
 }
 
+/// A value that breaks one of a tool's schemas, with every violation: the one text of a schema
+/// failure, whether the call came from a client or from `server: self`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SchemaViolation {
+    /// The arguments do not match the tool's `inputSchema`.
+    Arguments {
+        tool: String,
+        violations: Vec<String>,
+    },
+    /// The result does not match its `outputSchema` (or is not an object, which every
+    /// structured result must be).
+    Result {
+        tool: String,
+        violations: Vec<String>,
+    },
+}
+
+impl std::fmt::Display for SchemaViolation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (heading, violations) = match self {
+            SchemaViolation::Arguments { tool, violations } => (
+                format!("Invalid arguments for tool \"{tool}\":"),
+                violations,
+            ),
+            SchemaViolation::Result { tool, violations } => (
+                format!("Tool \"{tool}\" returned a result that does not match its outputSchema:"),
+                violations,
+            ),
+        };
+        f.write_str(&heading)?;
+        violations.iter().try_for_each(|v| write!(f, "\n  {v}"))
+    }
+}
+
 impl PreparedTool {
+    /// The arguments checked against the tool's `inputSchema`.
+    pub fn validate_arguments(&self, args: &Value) -> Result<(), SchemaViolation> {
+        self.check_input(args)
+            .map_err(|violations| SchemaViolation::Arguments {
+                tool: self.ir.name.clone(),
+                violations,
+            })
+    }
+
+    /// A result checked against the tool's `outputSchema`, when it has one.
+    pub fn validate_result(&self, result: &Value) -> Result<(), SchemaViolation> {
+        if !self.has_output_schema() {
+            return Ok(());
+        }
+        let checked = if result.is_object() {
+            self.check_output(result)
+        } else {
+            Err(vec![format!(
+                "the result is not an object: {}",
+                crate::value::to_js_json(result)
+            )])
+        };
+        checked.map_err(|violations| SchemaViolation::Result {
+            tool: self.ir.name.clone(),
+            violations,
+        })
+    }
+
     /// Every violation of the input schema, as "at PATH: REASON" lines.
-    pub fn check_input(&self, args: &Value) -> Result<(), Vec<String>> {
+    fn check_input(&self, args: &Value) -> Result<(), Vec<String>> {
         violations(&self.validators()?.input, args)
     }
 
@@ -95,7 +157,7 @@ impl PreparedTool {
     }
 
     /// Every violation of the output schema (none when the tool declares no output schema).
-    pub fn check_output(&self, result: &Value) -> Result<(), Vec<String>> {
+    fn check_output(&self, result: &Value) -> Result<(), Vec<String>> {
         match &self.validators()?.output {
             Some(v) => violations(v, result),
             None => Ok(()),
@@ -107,14 +169,19 @@ impl PreparedTool {
     }
 }
 
-fn compile_schema(schema: &Value) -> Result<jsonschema::Validator, String> {
+/// The one way a schema becomes a validator (tools' schemas, ask answers): formats checked.
+pub(crate) fn compile_schema(schema: &Value) -> Result<jsonschema::Validator, String> {
     jsonschema::options()
         .should_validate_formats(true)
         .build(schema)
         .map_err(|e| e.to_string())
 }
 
-fn violations(validator: &jsonschema::Validator, instance: &Value) -> Result<(), Vec<String>> {
+/// Every violation of `validator` by `instance`, as "at PATH: REASON" lines.
+pub(crate) fn violations(
+    validator: &jsonschema::Validator,
+    instance: &Value,
+) -> Result<(), Vec<String>> {
     let errors: Vec<String> = validator
         .iter_errors(instance)
         .map(|e| {

@@ -10,6 +10,7 @@ use crate::server::GraphServer;
 use mcpgraph_compiler::Graph;
 use rmcp::ServiceExt;
 use serde_json::{Map, Value};
+use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -31,7 +32,28 @@ pub enum ServeError {
     #[error(transparent)]
     Load(#[from] LoadError),
     #[error(transparent)]
-    Http(#[from] crate::http::HttpError),
+    Http(#[from] HttpError),
+}
+
+/// Why HTTP serving could not start. (Defined here, with every other reason serving fails, so
+/// that stdio serving knows nothing of HTTP: http.rs builds on this module, not the reverse.)
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HttpError {
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "refusing to serve on {addr} without a token: anyone who can reach it could call the tools. Give --auth-token-env VAR, or --allow-unauthenticated to serve it open"
+    )]
+    Unauthenticated { addr: SocketAddr },
+    #[error("{0}")]
+    RequestStateKey(String),
+    #[error("{0}")]
+    Serve(std::io::Error),
 }
 
 /// Logs go to stderr (stdout carries MCP only), quiet by default; `MCPGRAPH_LOG` or `RUST_LOG`

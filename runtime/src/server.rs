@@ -3,6 +3,7 @@
 use crate::engine::{CallError, CallOptions, Engine};
 use crate::executor::{Asker, NodeObserver, NodeReport, Question, Refusal};
 use crate::mrtr::{BadState, Round, Sealer};
+use crate::versions::{self, Versions};
 use mcpgraph_compiler::{Checked, SourceFile, render};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
@@ -15,7 +16,7 @@ use rmcp::service::{
 use rmcp::{ErrorData, ServerHandler};
 use serde_json::Value;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
 /// What the server says about itself in `initialize`.
@@ -33,9 +34,10 @@ pub struct GraphServer {
 }
 
 struct Inner {
-    /// The version new calls run on. `serve --watch` replaces it; each call clones the `Arc` at
-    /// its start, so a call in flight finishes on the version it began with.
-    current: RwLock<Arc<Version>>,
+    /// The version new calls run on, and replaced ones still finishing calls. `serve --watch`
+    /// replaces it; each call takes the current one at its start, so a call in flight finishes
+    /// on the version it began with.
+    versions: Versions<Served>,
     /// The graph file is watched (`serve --watch`): `tools.listChanged` is advertised, and the
     /// connections are told of each new version.
     watching: AtomicBool,
@@ -43,8 +45,6 @@ struct Inner {
     peers: Mutex<Vec<rmcp::Peer<RoleServer>>>,
     /// The same for clients of protocol 2026-07-28, which ask for it with `subscriptions/listen`.
     subscriptions: Mutex<Vec<SubscriptionSink>>,
-    /// Replaced versions, still alive while calls run on them: shut down with the server.
-    retired: Mutex<Vec<Weak<Version>>>,
     /// Cancelled when serving ends: no new version is taken after that.
     stopped: CancellationToken,
     /// Tool calls running now: an HTTP server's drain waits for none (docs/http.md).
@@ -56,24 +56,25 @@ struct Inner {
 }
 
 /// One version of the served graph: the one loaded at start, or one `serve --watch` read later.
-pub(crate) struct Version {
+pub(crate) type Version = versions::Version<Served>;
+
+/// What a version serves.
+pub(crate) struct Served {
     identity: Identity,
     state: State,
-    /// Set when a newer version replaced this one: its engine is shut down (its downstream
-    /// children closed) when its last call has finished and dropped it.
-    retired: AtomicBool,
 }
 
 enum State {
     Ready {
-        engine: Arc<Engine>,
         tools: Vec<rmcp::model::Tool>,
     },
     /// The graph did not check: no tools, and every call answers with the diagnostics.
-    Broken { diagnostics: String },
+    Broken {
+        diagnostics: String,
+    },
 }
 
-impl Version {
+impl Served {
     fn ready(engine: Arc<Engine>) -> Version {
         let graph = engine.graph();
         let identity = Identity {
@@ -88,11 +89,13 @@ impl Version {
             .iter()
             .map(|t| t.advertised.clone())
             .collect();
-        Version {
-            identity,
-            state: State::Ready { engine, tools },
-            retired: AtomicBool::new(false),
-        }
+        Version::new(
+            Served {
+                identity,
+                state: State::Ready { tools },
+            },
+            Some(engine),
+        )
     }
 
     /// The version of a checked graph file: a working one, or — when the graph does not check
@@ -100,7 +103,7 @@ impl Version {
     pub(crate) fn for_checked(checked: Checked, file: &SourceFile) -> Version {
         let diagnostics = render::plain_list(&checked, file);
         let Some(graph) = checked.graph else {
-            return Version::broken(
+            return Served::broken(
                 Identity {
                     name: "mcpgraph".to_string(),
                     version: env!("CARGO_PKG_VERSION").to_string(),
@@ -117,8 +120,8 @@ impl Version {
             instructions: graph.server.instructions.clone(),
         };
         match Engine::load(graph) {
-            Ok(engine) => Version::ready(Arc::new(engine)),
-            Err(e) => Version::broken(identity, e.to_string()),
+            Ok(engine) => Served::ready(Arc::new(engine)),
+            Err(e) => Served::broken(identity, e.to_string()),
         }
     }
 
@@ -132,18 +135,13 @@ impl Version {
             )),
             ..identity
         };
-        Version {
-            identity,
-            state: State::Broken { diagnostics },
-            retired: AtomicBool::new(false),
-        }
-    }
-
-    pub(crate) fn engine(&self) -> Option<&Arc<Engine>> {
-        match &self.state {
-            State::Ready { engine, .. } => Some(engine),
-            State::Broken { .. } => None,
-        }
+        Version::new(
+            Served {
+                identity,
+                state: State::Broken { diagnostics },
+            },
+            None,
+        )
     }
 
     /// Why it serves nothing (`None` when it works).
@@ -163,43 +161,25 @@ impl Version {
     }
 }
 
-impl Drop for Version {
-    fn drop(&mut self) {
-        if !self.retired.load(Ordering::Acquire) {
-            return;
-        }
-        let Some(engine) = self.engine().cloned() else {
-            return;
-        };
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move {
-                engine.shutdown().await;
-                tracing::debug!("closed the downstream servers of a replaced version");
-            });
-        }
-    }
-}
-
 impl GraphServer {
     /// The server of a loaded graph.
     pub fn new(engine: Arc<Engine>) -> Self {
-        GraphServer::serving(Version::ready(engine))
+        GraphServer::serving(Served::ready(engine))
     }
 
     /// The server for a checked graph file (`mcpgraph serve`): a working one, or — when the
     /// graph does not check or cannot be loaded — one that reports why on every request.
     pub fn for_checked(checked: Checked, file: &SourceFile) -> GraphServer {
-        GraphServer::serving(Version::for_checked(checked, file))
+        GraphServer::serving(Served::for_checked(checked, file))
     }
 
     fn serving(version: Version) -> GraphServer {
         GraphServer {
             inner: Arc::new(Inner {
-                current: RwLock::new(Arc::new(version)),
+                versions: Versions::new(version),
                 watching: AtomicBool::new(false),
                 peers: Mutex::new(Vec::new()),
                 subscriptions: Mutex::new(Vec::new()),
-                retired: Mutex::new(Vec::new()),
                 stopped: CancellationToken::new(),
                 running: tokio::sync::watch::Sender::new(0),
                 sealer: std::sync::OnceLock::new(),
@@ -215,11 +195,7 @@ impl GraphServer {
 
     /// The version new calls run on.
     pub(crate) fn current(&self) -> Arc<Version> {
-        // A poisoned lock still holds a whole `Arc`: a panic cannot leave it half written.
-        match self.inner.current.read() {
-            Ok(current) => current.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        }
+        self.inner.versions.current()
     }
 
     /// Marks the server as watched: `tools.listChanged` in its capabilities, and connections
@@ -315,14 +291,7 @@ impl GraphServer {
     /// Cancels every call still running, on every version; their clients are answered that the
     /// execution was cancelled.
     pub fn cancel_calls(&self) {
-        let mut engines: Vec<Arc<Engine>> = self.engine().into_iter().collect();
-        engines.extend(
-            lock(&self.inner.retired)
-                .iter()
-                .filter_map(|v| v.upgrade())
-                .filter_map(|v| v.engine().cloned()),
-        );
-        for engine in engines {
+        for engine in self.inner.versions.engines() {
             engine.cancel_runs();
         }
     }
@@ -336,22 +305,7 @@ impl GraphServer {
     /// engine is shut down after the last of them. `false` (and `version` dropped) when serving
     /// has ended.
     pub(crate) fn replace(&self, version: Version) -> bool {
-        let version = Arc::new(version);
-        let old = {
-            let mut current = match self.inner.current.write() {
-                Ok(current) => current,
-                Err(poisoned) => poisoned.into_inner(),
-            };
-            if self.inner.stopped.is_cancelled() {
-                return false;
-            }
-            std::mem::replace(&mut *current, version)
-        };
-        old.retired.store(true, Ordering::Release);
-        let mut retired = lock(&self.inner.retired);
-        retired.retain(|v| v.strong_count() > 0);
-        retired.push(Arc::downgrade(&old));
-        true
+        !self.inner.stopped.is_cancelled() && self.inner.versions.replace(version).is_ok()
     }
 
     /// Tells every connection and subscription that the tools changed
@@ -380,13 +334,7 @@ impl GraphServer {
     /// the current version and of replaced ones still finishing calls.
     pub async fn shutdown(&self) {
         self.inner.stopped.cancel();
-        let mut engines: Vec<Arc<Engine>> = self.engine().into_iter().collect();
-        engines.extend(
-            lock(&self.inner.retired)
-                .drain(..)
-                .filter_map(|v| v.upgrade())
-                .filter_map(|v| v.engine().cloned()),
-        );
+        let engines = self.inner.versions.stop();
         futures::future::join_all(engines.iter().map(|e| e.shutdown())).await;
     }
 }
@@ -552,15 +500,13 @@ impl ServerHandler for GraphServer {
             _ => "(unknown tool)",
         };
         let call = crate::metrics::CallGuard::start(label);
-        let engine = match &version.state {
-            State::Ready { engine, .. } => engine,
-            State::Broken { diagnostics } => {
-                call.finish(Some(("graph_does_not_check", diagnostics)));
-                return Ok(failure(format!(
-                    "The graph does not check; no tool can run until it is fixed:\n{diagnostics}"
-                ))
-                .into());
-            }
+        let Some(engine) = version.engine() else {
+            let diagnostics = version.diagnostics().unwrap_or_default();
+            call.finish(Some(("graph_does_not_check", diagnostics)));
+            return Ok(failure(format!(
+                "The graph does not check; no tool can run until it is fixed:\n{diagnostics}"
+            ))
+            .into());
         };
         let args = request.arguments.clone().unwrap_or_default();
         // A 2026-07-28 client that can answer questions gets them as `input_required` rounds.
@@ -674,7 +620,7 @@ fn progress_observer(context: &RequestContext<RoleServer>) -> Option<ProgressFor
     let queue = tx.clone();
     let observer: NodeObserver = Arc::new(move |report: &NodeReport<'_>| {
         let param = ProgressNotificationParam::new(token.clone(), report.index as f64)
-            .with_message(format!("{} ({})", report.node, report.node_type));
+            .with_message(format!("{} ({})", report.label(), report.node_type));
         let _ = tx.send(Progress::Note(param));
     });
     Some(ProgressForwarder { observer, queue })

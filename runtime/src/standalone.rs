@@ -1,8 +1,12 @@
 //! `main` of a server built by `mcpgraph build`: the graph arrives checked, with every expression
-//! parsed, so start-up reads no YAML and parses no JSONata or JSON Logic.
+//! parsed, so start-up reads no YAML and parses no JSONata or JSON Logic. The command line is
+//! parsed by hand (a built server does not link clap): the HTTP flags by the runtime's table of
+//! them (`http/flags.rs`), the same one `mcpgraph serve` builds its clap arguments from, with
+//! clap's words for every refusal.
 
 use crate::engine::Engine;
-use crate::http::{HTTP_USAGE, HttpOptions, run_http};
+use crate::http::flags::{FlagError, HttpFlags, next_value, two_columns, usage_rows};
+use crate::http::run_http;
 use crate::serve::run_stdio;
 use crate::server::GraphServer;
 use mcpgraph_compiler::{Graph, SourceFile};
@@ -32,15 +36,19 @@ pub fn main(graph_json: &str, tools: &[&str]) -> ExitCode {
         );
         return ExitCode::from(1);
     }
-    let mut args = std::env::args().skip(1).peekable();
+    // Lossy rather than `std::env::args`, which panics on an argument that is not UTF-8: such
+    // an argument is then refused (or names a file that is not found) like any other.
+    let mut args = std::env::args_os()
+        .skip(1)
+        .map(|arg| arg.to_string_lossy().into_owned())
+        .peekable();
     let mut mcp_file = None;
-    let mut http = false;
-    let mut options = HttpOptions::default();
+    let mut flags = HttpFlags::default();
     while let Some(arg) = args.next() {
-        match options.take_arg(&arg, &mut args, &mut http) {
+        match flags.take_arg(&arg, &mut args) {
             Ok(true) => continue,
             Ok(false) => {}
-            Err(message) => return usage_error(&graph, &message),
+            Err(error) => return usage_error(&graph, &error),
         }
         match arg.as_str() {
             "-h" | "--help" => {
@@ -56,13 +64,27 @@ pub fn main(graph_json: &str, tools: &[&str]) -> ExitCode {
                 );
                 return ExitCode::SUCCESS;
             }
-            "-m" | "--mcp" => match args.next() {
+            "-m" | "--mcp" => match next_value(&mut args) {
                 Some(path) => mcp_file = Some(path),
-                None => return usage_error(&graph, "-m needs a file"),
+                None => {
+                    let error = FlagError::MissingValue {
+                        flag: "--mcp <FILE>".to_string(),
+                    };
+                    return usage_error(&graph, &error);
+                }
             },
-            other => return usage_error(&graph, &format!("unexpected argument {other:?}")),
+            other => {
+                let error = FlagError::UnexpectedArgument {
+                    argument: other.to_string(),
+                };
+                return usage_error(&graph, &error);
+            }
         }
     }
+    let flags = match flags.finish() {
+        Ok(flags) => flags,
+        Err(error) => return usage_error(&graph, &error),
+    };
     let graph = match mcp_file {
         Some(path) => match with_mcp_file(graph, &path) {
             Ok(g) => g,
@@ -74,10 +96,10 @@ pub fn main(graph_json: &str, tools: &[&str]) -> ExitCode {
         None => graph,
     };
     let make_server = move || Ok(GraphServer::new(Arc::new(Engine::load(graph)?)));
-    if http {
-        run_http(make_server, options)
+    if flags.http {
+        run_http(make_server, flags.options)
     } else {
-        crate::serve::init_logging_as(options.log_format, "warn");
+        crate::serve::init_logging_as(flags.options.log_format, "warn");
         run_stdio(make_server)
     }
 }
@@ -101,23 +123,38 @@ fn with_mcp_file(mut graph: Graph, path: &str) -> Result<Graph, String> {
     Ok(graph)
 }
 
+/// The help: the tools, then the options (the HTTP ones from the table), each list in two
+/// columns as wide as its longest entry, as clap lays out `mcpgraph serve --help`.
 fn usage(graph: &Graph) -> String {
+    let program = std::env::args_os()
+        .next()
+        .map(|arg| arg.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "server".into());
     let mut text = format!(
-        "{} {} — an MCP server built by mcpgraph from {}\n\nUsage: {} [-m FILE] [--http [ADDR] ...]\n\nServes over stdio (newline-delimited JSON-RPC), or streamable HTTP with --http. Tools:\n",
-        graph.server.title,
-        graph.server.version,
-        graph.source_name,
-        std::env::args().next().unwrap_or_else(|| "server".into())
+        "{} {} — an MCP server built by mcpgraph from {}\n\nUsage: {program} [-m <FILE>] [--http [<ADDR>] ...]\n\nServes over stdio (newline-delimited JSON-RPC), or streamable HTTP with --http. Tools:\n",
+        graph.server.title, graph.server.version, graph.source_name,
     );
-    for tool in &graph.tools {
-        text.push_str(&format!("  {:<24} {}\n", tool.name, tool.description));
-    }
-    text.push_str("\nOptions:\n  -m, --mcp <FILE>  An MCP JSON file ({\"mcpServers\": {...}}) replacing the downstream servers\n                    that came from an MCP file at build time\n  -h, --help        Print help\n  -V, --version     Print version\n");
-    text.push_str(HTTP_USAGE);
+    let tools: Vec<(String, String)> = graph
+        .tools
+        .iter()
+        .map(|tool| (tool.name.clone(), tool.description.clone()))
+        .collect();
+    text.push_str(&two_columns(&tools));
+    let mut options = vec![
+        (
+            "-m, --mcp <FILE>".to_string(),
+            "An MCP JSON file ({\"mcpServers\": {...}}) replacing the downstream servers that came from an MCP file at build time".to_string(),
+        ),
+        ("-h, --help".to_string(), "Print help".to_string()),
+        ("-V, --version".to_string(), "Print version".to_string()),
+    ];
+    options.extend(usage_rows());
+    text.push_str("\nOptions:\n");
+    text.push_str(&two_columns(&options));
     text
 }
 
-fn usage_error(graph: &Graph, message: &str) -> ExitCode {
-    eprintln!("error: {message}\n\n{}", usage(graph));
+fn usage_error(graph: &Graph, error: &FlagError) -> ExitCode {
+    eprintln!("error: {error}\n\n{}", usage(graph));
     ExitCode::from(2)
 }

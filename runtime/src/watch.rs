@@ -8,7 +8,7 @@
 //! editors that save by renaming a new file over the old one (a watch on the old inode would go
 //! quiet). A poll reads each file and hashes its contents.
 
-use crate::server::{GraphServer, Version};
+use crate::server::{GraphServer, Served, Version};
 use mcpgraph_compiler::render::{self, Style};
 use mcpgraph_compiler::{Checked, SourceFile};
 use std::hash::{Hash, Hasher};
@@ -135,7 +135,7 @@ impl Read {
             render::human_all(&checked, &file, style)
         };
         let checks = checked.graph.is_some();
-        let version = Version::for_checked(checked, &file);
+        let version = Served::for_checked(checked, &file);
         // A graph that checks but cannot be loaded (no worker threads): say why.
         let diagnostics = match (checks, version.diagnostics()) {
             (true, Some(why)) => format!("{diagnostics}error: {why}\n"),

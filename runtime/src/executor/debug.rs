@@ -12,9 +12,12 @@
 //! Time spent paused does not count toward `maxExecutionTimeMs`. A call without a debugger pays
 //! one `Option` test per node.
 
+use super::Run;
+use super::report::NodeReport;
 use crate::cancel::Cancel;
-use crate::executor::NodeReport;
-use crate::failure::{Failure, FailureKind};
+use crate::failure::{Failure, FailureKind, RunError};
+use mcpgraph_compiler::ir::Node;
+use std::cell::Cell;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -329,5 +332,44 @@ impl Debugger {
             FailureKind::Cancelled,
             format!("Stopped by the debugger before node \"{node}\""),
         )
+    }
+}
+
+impl Run<'_> {
+    /// Asks the debugger before `node`; a pause stops the run's clock (and the watchdog's).
+    pub(super) async fn debug(&self, debugger: &Debugger, node: &Node) -> Result<(), RunError> {
+        let session = self.session;
+        let watched = Cell::new(true);
+        let pausing = || {
+            if let Some(watch) = &session.watch {
+                // Far enough: never reached while waiting; set again on resuming. Gone: the
+                // time limit passed just before the pause.
+                watched
+                    .set(watch.set_deadline(Instant::now() + Duration::from_secs(366 * 24 * 3600)));
+            }
+        };
+        let waited = debugger
+            .before(
+                &node.id,
+                node.kind.type_name(),
+                session.started.elapsed(),
+                &session.env.cancel,
+                pausing,
+            )
+            .await;
+        let waited = match waited {
+            Ok(waited) => waited,
+            Err(failure) => return Err(self.between_nodes(failure)),
+        };
+        if let Some(waited) = waited {
+            if !watched.get() {
+                return Err(self.between_nodes(session.time_limit()));
+            }
+            session.paused.set(session.paused.get() + waited);
+            if let Some(watch) = &session.watch {
+                watch.set_deadline(session.deadline());
+            }
+        }
+        Ok(())
     }
 }
