@@ -1,12 +1,11 @@
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use mcpgraph_compiler::render::{self, Style};
-use mcpgraph_compiler::{Checked, SourceFile, compile, compile_with};
+use mcpgraph_compiler::{Checked, Project, SourceFile};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 pub(crate) mod lock;
-pub(crate) mod picture;
 
 use crate::aot;
 
@@ -142,78 +141,109 @@ struct ServeArgs {
     http: HttpArgs,
 }
 
-/// Serving over streamable HTTP (docs/http.md).
-#[derive(Args, Debug)]
+/// Serving over streamable HTTP (docs/http.md). The arguments are the runtime's table of HTTP
+/// flags, one clap argument per row, each value checked by the table as clap parses it: a built
+/// server parses its command line with the same table, so the two accept, refuse (with clap's
+/// words) and describe the same flags.
+#[derive(Debug)]
 struct HttpArgs {
-    /// Serve streamable HTTP at ADDR (default 127.0.0.1:8080), endpoint /mcp, stateless for
-    /// every protocol era, instead of stdio.
-    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = mcpgraph_runtime::DEFAULT_ADDR, value_parser = parse_addr)]
-    http: Option<String>,
-    /// Also accept this Host header: a proxy's public name (loopback names always pass).
-    #[arg(long = "allowed-host", value_name = "NAME", requires = "http")]
-    allowed_hosts: Vec<String>,
-    /// Accept browser requests from this Origin (scheme://host:port); any other Origin is refused.
-    #[arg(long = "allowed-origin", value_name = "ORIGIN", requires = "http")]
-    allowed_origins: Vec<String>,
-    /// Require `Authorization: Bearer <token>` on /mcp and /metrics, the token read from $VAR.
-    #[arg(long = "auth-token-env", value_name = "VAR", requires = "http")]
-    auth_token_env: Option<String>,
-    /// Serve on a non-loopback address without a token.
-    #[arg(long, requires = "http")]
-    allow_unauthenticated: bool,
-    /// The largest request body, in bytes.
-    #[arg(long = "max-body", value_name = "BYTES", default_value_t = mcpgraph_runtime::HttpOptions::default().max_body_bytes, requires = "http")]
-    max_body: usize,
-    /// How long SIGTERM waits for calls in flight, in seconds.
-    #[arg(
-        long = "drain-timeout",
-        value_name = "SECS",
-        default_value_t = 30.0,
-        requires = "http"
-    )]
-    drain_timeout: f64,
-    /// Give 2025-era clients sessions (Mcp-Session-Id): questions and list_changed reach them,
-    /// but only one replica can serve them.
-    #[arg(long, requires = "http")]
-    sessions: bool,
-    /// Log lines as text or as JSON objects (HTTP logs one line per call).
-    #[arg(long = "log-format", value_name = "FORMAT", default_value = "text", value_parser = parse_log_format)]
-    log_format: mcpgraph_runtime::LogFormat,
+    flags: mcpgraph_runtime::HttpFlags,
 }
 
-fn parse_addr(text: &str) -> Result<String, String> {
-    match text.rsplit_once(':') {
-        Some((_, port)) if port.parse::<u16>().is_ok() => Ok(text.to_string()),
-        _ => Err("expected HOST:PORT, such as 127.0.0.1:8080 or 0.0.0.0:0".to_string()),
+impl clap::Args for HttpArgs {
+    fn augment_args(command: clap::Command) -> clap::Command {
+        mcpgraph_runtime::HTTP_FLAGS
+            .iter()
+            .fold(command, |command, flag| command.arg(http_arg(flag)))
+    }
+
+    fn augment_args_for_update(command: clap::Command) -> clap::Command {
+        Self::augment_args(command)
     }
 }
 
-fn parse_log_format(text: &str) -> Result<mcpgraph_runtime::LogFormat, String> {
-    text.parse()
+/// One row of the table as a clap argument, its id the long name. A value is checked by the
+/// table as clap reads it, so a bad one is refused at parse time, with clap's "invalid value"
+/// and the table's reason.
+fn http_arg(flag: &'static mcpgraph_runtime::HttpFlag) -> clap::Arg {
+    use mcpgraph_runtime::FlagValue;
+    let arg = clap::Arg::new(flag.long())
+        .long(flag.long())
+        .help(flag.help());
+    let takes_value = move |arg: clap::Arg, name: &'static str| {
+        arg.value_name(name)
+            .value_parser(move |text: &str| flag.check(text).map(|()| text.to_string()))
+            .action(if flag.repeatable() {
+                clap::ArgAction::Append
+            } else {
+                clap::ArgAction::Set
+            })
+    };
+    let arg = match flag.value() {
+        FlagValue::Switch => arg.action(clap::ArgAction::SetTrue),
+        FlagValue::Required(name) => takes_value(arg, name).num_args(1),
+        FlagValue::Optional(name) => takes_value(arg, name).num_args(0..=1),
+    };
+    match flag.requires() {
+        Some(other) => arg.requires(other),
+        None => arg,
+    }
 }
 
-impl HttpArgs {
-    /// The options, when HTTP was asked for; the token variable's problem otherwise.
-    fn options(&self) -> Result<Option<mcpgraph_runtime::HttpOptions>, String> {
-        let Some(addr) = &self.http else {
-            return Ok(None);
-        };
-        let mut options = mcpgraph_runtime::HttpOptions::default();
-        options.addr = addr.clone();
-        options.allowed_hosts = self.allowed_hosts.clone();
-        options.allowed_origins = self.allowed_origins.clone();
-        options.auth_token = match &self.auth_token_env {
-            Some(var) => Some(mcpgraph_runtime::token_from_env(var)?),
-            None => None,
-        };
-        options.allow_unauthenticated = self.allow_unauthenticated;
-        options.max_body_bytes = self.max_body;
-        options.drain_timeout = std::time::Duration::try_from_secs_f64(self.drain_timeout)
-            .map_err(|_| "--drain-timeout needs a number of seconds".to_string())?;
-        options.sessions = self.sessions;
-        options.log_format = self.log_format;
-        Ok(Some(options))
+impl clap::FromArgMatches for HttpArgs {
+    fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        // Clap has checked each value and each `requires`; the table applies them, so the
+        // options are made as a built server makes them.
+        let mut flags = mcpgraph_runtime::HttpFlags::default();
+        for flag in mcpgraph_runtime::HTTP_FLAGS {
+            for value in given_values(matches, flag)? {
+                flags.apply(flag, value.as_deref()).map_err(flag_error)?;
+            }
+        }
+        let flags = flags.finish().map_err(flag_error)?;
+        Ok(HttpArgs { flags })
     }
+
+    fn update_from_arg_matches(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(matches)?;
+        Ok(())
+    }
+}
+
+/// Each occurrence of `flag` on the command line: `None` for a switch, or for `--http` without
+/// its address.
+fn given_values(
+    matches: &clap::ArgMatches,
+    flag: &mcpgraph_runtime::HttpFlag,
+) -> Result<Vec<Option<String>>, clap::Error> {
+    let id = flag.long();
+    let read_error = |e: clap::parser::MatchesError| {
+        clap::Error::raw(
+            clap::error::ErrorKind::ValueValidation,
+            format!("--{id}: {e}"),
+        )
+    };
+    if flag.value() == mcpgraph_runtime::FlagValue::Switch {
+        let given = matches.try_get_one::<bool>(id).map_err(read_error)?;
+        return Ok(if given == Some(&true) {
+            vec![None]
+        } else {
+            Vec::new()
+        });
+    }
+    let Some(values) = matches.try_get_many::<String>(id).map_err(read_error)? else {
+        return Ok(Vec::new());
+    };
+    let values: Vec<Option<String>> = values.map(|value| Some(value.clone())).collect();
+    Ok(if values.is_empty() {
+        vec![None]
+    } else {
+        values
+    })
+}
+
+fn flag_error(error: mcpgraph_runtime::FlagError) -> clap::Error {
+    clap::Error::raw(clap::error::ErrorKind::ValueValidation, error.to_string())
 }
 
 #[derive(Args, Debug)]
@@ -223,6 +253,13 @@ pub(crate) struct Common {
     /// An MCP JSON file (`{"mcpServers": {...}}`) adding downstream servers.
     #[arg(short = 'm', long = "mcp", value_name = "FILE")]
     pub(crate) mcp: Option<PathBuf>,
+}
+
+impl Common {
+    /// The graph's files: the graph, the `-m` file, the lock beside the graph.
+    pub(crate) fn project(&self) -> Project {
+        Project::new(&self.file, self.mcp.clone())
+    }
 }
 
 #[derive(Args, Debug)]
@@ -249,8 +286,8 @@ struct GraphArgs {
     #[arg(long, value_name = "TOOL")]
     tool: Option<String>,
     /// Diagram language.
-    #[arg(long, value_enum, default_value_t = Diagram::Mermaid)]
-    format: Diagram,
+    #[arg(long, value_enum, default_value_t = crate::picture::Diagram::Mermaid)]
+    format: crate::picture::Diagram,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -259,24 +296,21 @@ enum Format {
     Json,
 }
 
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Diagram {
-    Mermaid,
-    Dot,
-}
-
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match (cli.command, cli.graph) {
         (Some(Command::Check(args)), _) => check(args),
         (Some(Command::Graph(args)), _) => graph(args),
-        (Some(Command::Serve(args)), _) => match args.http.options() {
-            Ok(http) => serve(&args.common, args.watch, http, args.http.log_format),
-            Err(message) => {
-                eprintln!("error: {message}");
-                ExitCode::from(2)
-            }
-        },
+        (Some(Command::Serve(args)), _) => {
+            let flags = args.http.flags;
+            let log_format = flags.options.log_format;
+            serve(
+                &args.common,
+                args.watch,
+                flags.http.then_some(flags.options),
+                log_format,
+            )
+        }
         (Some(Command::Call(args)), _) => call(args),
         (Some(Command::Emit(args)), _) => emit(args),
         (Some(Command::Build(args)), _) => build(args),
@@ -314,35 +348,12 @@ fn style() -> Style {
 /// Reads and checks the graph file (and the MCP file, and the lock file beside the graph);
 /// `Err` carries the exit code after the problem was shown.
 fn load(common: &Common) -> Result<(SourceFile, Checked), ExitCode> {
-    let file = read(&common.file)?;
-    let mcp = match &common.mcp {
-        Some(path) => Some(read(path)?),
-        None => None,
-    };
-    let checked = compile_beside(&common.file, &file, mcp.as_ref());
-    Ok((file, checked))
-}
-
-/// Checks a graph with the lock file beside it, when there is one (never starting a server): a
-/// lock that cannot be read is one more error, first in the list.
-pub(crate) fn compile_beside(path: &Path, file: &SourceFile, mcp: Option<&SourceFile>) -> Checked {
-    match mcpgraph_compiler::lock::read_beside(path) {
-        None => compile(file, mcp),
-        Some(Ok(lock)) => compile_with(file, mcp, Some(&lock)),
-        Some(Err(d)) => {
-            let mut checked = compile(file, mcp);
-            checked.diagnostics.insert(0, d);
-            checked.graph = None;
-            checked
-        }
-    }
-}
-
-fn read(path: &Path) -> Result<SourceFile, ExitCode> {
-    SourceFile::read(path).map_err(|d| {
+    let sources = common.project().read().map_err(|d| {
         eprintln!("error[{}]: {}", d.code, d.message);
         ExitCode::from(1)
-    })
+    })?;
+    let checked = sources.compile();
+    Ok((sources.graph, checked))
 }
 
 fn check(args: CheckArgs) -> ExitCode {
@@ -386,7 +397,7 @@ fn graph(args: GraphArgs) -> ExitCode {
         let _ = std::io::stderr().write_all(text.as_bytes());
         return ExitCode::from(1);
     };
-    match picture::draw(graph, args.tool.as_deref(), args.format) {
+    match crate::picture::draw(graph, args.tool.as_deref(), args.format) {
         Ok(text) => {
             print!("{text}");
             ExitCode::SUCCESS
@@ -407,19 +418,13 @@ fn serve(
     http: Option<mcpgraph_runtime::HttpOptions>,
     log_format: mcpgraph_runtime::LogFormat,
 ) -> ExitCode {
+    let project = common.project();
     // Made before the first read, so a save during it is seen as a change.
     let watch = watch.then(|| {
-        let mut files = vec![
-            common.file.clone(),
-            mcpgraph_compiler::lock::lock_path(&common.file),
-        ];
-        files.extend(common.mcp.clone());
-        let (path, mcp) = (common.file.clone(), common.mcp.clone());
-        mcpgraph_runtime::Watch::new(files, style(), move || {
-            read_for_serve(&path, mcp.as_deref())
-        })
+        let loading = project.clone();
+        mcpgraph_runtime::Watch::new(project.watched(), style(), move || loading.load())
     });
-    let (file, checked) = read_for_serve(&common.file, common.mcp.as_deref());
+    let (file, checked) = project.load();
     if !checked.diagnostics.is_empty() {
         let text = render::human_all(&checked, &file, style());
         let _ = std::io::stderr().write_all(text.as_bytes());
@@ -437,30 +442,6 @@ fn serve(
             mcpgraph_runtime::init_logging_as(log_format, "warn");
             mcpgraph_runtime::run_stdio(make_server)
         }
-    }
-}
-
-/// The graph file checked with its -m and lock files. A file that cannot be read (missing, not
-/// UTF-8) is served like a graph that does not check: the client sees why in `instructions`
-/// rather than a dead connection.
-pub(crate) fn read_for_serve(path: &Path, mcp: Option<&Path>) -> (SourceFile, Checked) {
-    let unreadable = |d: mcpgraph_compiler::Diagnostic| {
-        let file = SourceFile::new(path.display().to_string(), String::new());
-        let checked = Checked {
-            graph: None,
-            diagnostics: vec![d],
-        };
-        (file, checked)
-    };
-    match SourceFile::read(path) {
-        Err(d) => unreadable(d),
-        Ok(file) => match mcp.map(SourceFile::read).transpose() {
-            Err(d) => unreadable(d),
-            Ok(mcp) => {
-                let checked = compile_beside(path, &file, mcp.as_ref());
-                (file, checked)
-            }
-        },
     }
 }
 
@@ -502,11 +483,24 @@ fn call(args: CallArgs) -> ExitCode {
             };
             let mut line = serde_json::json!({
                 "index": r.index - 1,
-                "node": r.node,
+                "node": r.label().to_string(),
                 "type": r.node_type,
                 "durationMs": r.duration.as_secs_f64() * 1000.0,
                 "output": mcpgraph_runtime::to_json(r.output),
             });
+            // Where an item, a branch or a callee's node is, as data: the label is for people,
+            // and node ids are free text (`fetch[0]` may be a node or item 0 of `fetch`).
+            if !r.is_own_node() {
+                line["nodeId"] = r.node.into();
+                match r.place {
+                    mcpgraph_runtime::Place::Node => {}
+                    mcpgraph_runtime::Place::Item(i) => line["item"] = (*i).into(),
+                    mcpgraph_runtime::Place::Branch(b) => line["branch"] = b.as_str().into(),
+                }
+                if !r.callers.is_empty() {
+                    line["callers"] = r.callers.iter().map(frame_json).collect();
+                }
+            }
             if let Some(attempts) = r.attempts {
                 line["attempts"] = attempts.into();
             }
@@ -679,4 +673,174 @@ fn answers(specs: &[String]) -> Result<mcpgraph_runtime::Asker, String> {
                 as std::pin::Pin<Box<dyn Future<Output = _> + Send>>
         },
     ))
+}
+
+/// A `server: self` call a traced node ran inside: `{node, item? | branch?, tool}`.
+fn frame_json(frame: &mcpgraph_runtime::Frame) -> serde_json::Value {
+    let mut json = serde_json::json!({"node": frame.node});
+    match &frame.place {
+        mcpgraph_runtime::Place::Node => {}
+        mcpgraph_runtime::Place::Item(i) => json["item"] = (*i).into(),
+        mcpgraph_runtime::Place::Branch(b) => json["branch"] = b.as_str().into(),
+    }
+    json["tool"] = frame.tool.as_str().into();
+    json
+}
+
+#[cfg(test)]
+mod tests {
+    //! The HTTP flags through both front ends, clap's (`mcpgraph serve`) and a built server's (the
+    //! runtime's parser): each command line must come out as the same options, or be refused
+    //! with the same words.
+
+    use super::*;
+    use mcpgraph_runtime::{HTTP_FLAGS, HttpFlags, HttpOptions};
+
+    /// `mcpgraph serve graph.yaml FLAGS...` as clap parses it: whether HTTP was asked for and
+    /// the options, or clap's whole error text.
+    fn through_clap(flags: &[&str]) -> Result<(bool, HttpOptions), String> {
+        let args = ["mcpgraph", "serve", "graph.yaml"]
+            .into_iter()
+            .chain(flags.iter().copied());
+        match Cli::try_parse_from(args) {
+            Ok(Cli {
+                command: Some(Command::Serve(serve)),
+                ..
+            }) => {
+                let flags = serve.http.flags;
+                Ok((flags.http, flags.options))
+            }
+            Ok(other) => panic!("not `serve`: {other:?}"),
+            Err(error) => Err(error.to_string()),
+        }
+    }
+
+    /// The same flags as a built server parses them, or its refusal.
+    fn through_built_server(flags: &[&str]) -> Result<(bool, HttpOptions), String> {
+        HttpFlags::parse(flags.iter().map(|flag| flag.to_string()))
+            .map(|flags| (flags.http, flags.options))
+            .map_err(|error| error.to_string())
+    }
+
+    #[test]
+    fn every_flag_parses_the_same_in_both_front_ends() {
+        let every_flag = [
+            "--http",
+            "0.0.0.0:0",
+            "--allowed-host",
+            "a.example",
+            "--allowed-host",
+            "b.example",
+            "--allowed-origin",
+            "https://app.example.com",
+            "--auth-token-env",
+            "PATH",
+            "--allow-unauthenticated",
+            "--max-body",
+            "1000",
+            "--drain-timeout",
+            "2.5",
+            "--sessions",
+            "--log-format",
+            "json",
+        ];
+        for flag in HTTP_FLAGS {
+            let long = format!("--{}", flag.long());
+            assert!(
+                every_flag.contains(&long.as_str()),
+                "{long} is not tried here"
+            );
+        }
+        let lines: &[&[&str]] = &[
+            &every_flag,
+            &[],
+            &["--http"],
+            &["--http", "--sessions"],
+            &["--http", "8090"],
+            &["--http", ":8091"],
+            &["--http=8092"],
+            &["--http", "[::1]:0"],
+            &["--http", "localhost:8080"],
+            &["--log-format", "json"],
+            &["--max-body=1000", "--http"],
+            &[
+                "--allowed-origin=https://a.example",
+                "--http",
+                "--allowed-origin",
+                "https://b.example",
+            ],
+        ];
+        for line in lines {
+            let clap = through_clap(line);
+            assert!(clap.is_ok(), "{line:?}: {clap:?}");
+            assert_eq!(clap, through_built_server(line), "{line:?}");
+        }
+    }
+
+    #[test]
+    fn a_bare_port_is_one_on_loopback_in_both_front_ends() {
+        let addr = |parsed: Result<(bool, HttpOptions), String>| parsed.map(|(_, o)| o.addr);
+        for (given, listens) in [
+            ("8090", "127.0.0.1:8090"),
+            (":8091", "127.0.0.1:8091"),
+            ("0.0.0.0:0", "0.0.0.0:0"),
+        ] {
+            let line = ["--http", given];
+            assert_eq!(addr(through_clap(&line)), Ok(listens.to_string()));
+            assert_eq!(addr(through_built_server(&line)), Ok(listens.to_string()));
+        }
+        assert_eq!(
+            addr(through_clap(&["--http"])),
+            Ok(mcpgraph_runtime::DEFAULT_ADDR.to_string())
+        );
+    }
+
+    #[test]
+    fn refusals_read_the_same_in_both_front_ends() {
+        let refused: &[&[&str]] = &[
+            &["--http", "nope"],
+            &["--http", "8090x"],
+            &["--http", "host:99999"],
+            &["--http", "::1:80"],
+            &["--http", ":"],
+            &["--http", "70000"],
+            &["--http", "--max-body", "lots"],
+            &["--http", "--max-body"],
+            &["--http", "--drain-timeout", "soon"],
+            &["--log-format", "xml"],
+            &["--http", "--sessions", "--sessions"],
+            &["--http", "--max-body", "1", "--max-body", "2"],
+            &["--http", "--sessions=yes"],
+            &["--sessions"],
+            &["--allowed-host", "a.example"],
+            &[
+                "--http",
+                "--auth-token-env",
+                "MCPGRAPH_CLI_TEST_UNSET_VARIABLE",
+            ],
+        ];
+        for line in refused {
+            let built = through_built_server(line).expect_err("the built server refuses it");
+            let clap = through_clap(line).expect_err("clap refuses it");
+            // Clap goes on with the usage and a pointer to --help; the refusal itself is the same.
+            assert!(
+                clap.starts_with(&format!("error: {built}\n")),
+                "{line:?}\nclap:  {clap}\nbuilt: {built}"
+            );
+        }
+    }
+
+    #[test]
+    fn serve_help_is_made_from_the_table() {
+        let mut command = <Cli as clap::CommandFactory>::command();
+        let help = command
+            .find_subcommand_mut("serve")
+            .expect("serve is a subcommand")
+            .render_help()
+            .to_string();
+        for flag in HTTP_FLAGS {
+            assert!(help.contains(&format!("    {flag}  ")), "{flag}:\n{help}");
+            assert!(help.contains(&flag.help()), "{flag}:\n{help}");
+        }
+    }
 }

@@ -1,7 +1,13 @@
 //! `mcpgraph graph`: each tool as a Mermaid flowchart or a Graphviz digraph.
 
-use super::Diagram;
-use mcpgraph_compiler::ir::{Call, Graph, NodeKind, Target, Tool};
+use mcpgraph_compiler::ir::{Call, EdgeKind, Graph, Node, NodeKind, Target, Tool};
+
+/// The diagram languages a picture is drawn in.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Diagram {
+    Mermaid,
+    Dot,
+}
 
 pub fn draw(graph: &Graph, only: Option<&str>, format: Diagram) -> Result<String, String> {
     let tools: Vec<&Tool> = graph
@@ -31,33 +37,62 @@ pub fn draw(graph: &Graph, only: Option<&str>, format: Diagram) -> Result<String
 
 /// How an edge is drawn.
 #[derive(Clone, Copy, PartialEq)]
-enum Edge {
-    Next,
+enum Stroke {
+    Solid,
     /// An `onError` route: dashed, labelled `error`.
-    Error,
+    Dashed,
 }
 
-/// Edges of a node: (target index, label, kind); the error route last.
-fn edges(tool: &Tool, index: usize) -> Vec<(usize, Option<String>, Edge)> {
-    let mut out: Vec<(usize, Option<String>, Edge)> = next_edges(tool, index)
-        .into_iter()
-        .map(|(to, label)| (to, label, Edge::Next))
-        .collect();
-    if let Some(route) = &tool.nodes[index].on_error {
-        let label = match &route.kinds {
-            None => "error".to_string(),
-            Some(kinds) => format!(
-                "error: {}",
-                kinds
-                    .iter()
-                    .map(|k| k.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        };
-        out.push((route.next.index(), Some(label), Edge::Error));
+/// Edges of a node, in the order of [`Node::successors`]: (target index, label, stroke).
+fn edges(tool: &Tool, index: usize) -> Vec<(usize, Option<String>, Stroke)> {
+    let node = &tool.nodes[index];
+    node.successors()
+        .map(|edge| {
+            let (label, stroke) = match edge.kind {
+                EdgeKind::Next => (None, Stroke::Solid),
+                EdgeKind::Condition(at) => (Some(condition_label(node, at)), Stroke::Solid),
+                EdgeKind::Default => (Some("default".to_string()), Stroke::Solid),
+                EdgeKind::OnError => (Some(error_label(node)), Stroke::Dashed),
+            };
+            (edge.to.index(), label, stroke)
+        })
+        .collect()
+}
+
+/// The label of a switch's condition: its rule as compact JSON (shortened for the picture), or
+/// `default` for a rule-less condition, which is taken whenever it is reached.
+fn condition_label(node: &Node, at: usize) -> String {
+    let NodeKind::Switch { conditions } = &node.kind else {
+        return String::new();
+    };
+    let Some(rule) = conditions.get(at).and_then(|c| c.rule.as_ref()) else {
+        return "default".into();
+    };
+    let text = rule.to_json().to_string();
+    if text.chars().count() > 60 {
+        format!("{}…", text.chars().take(59).collect::<String>())
+    } else {
+        text
     }
-    out
+}
+
+/// The label of an error route: `error`, or `error: ` and the kinds it routes.
+fn error_label(node: &Node) -> String {
+    match node
+        .on_error
+        .as_ref()
+        .and_then(|route| route.kinds.as_ref())
+    {
+        None => "error".to_string(),
+        Some(kinds) => format!(
+            "error: {}",
+            kinds
+                .iter()
+                .map(|k| k.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
 }
 
 /// What a call calls, for a label: `server.tool` (`self.tool` for a tool of this graph).
@@ -84,46 +119,6 @@ fn call_lines(graph: &Graph, kind: &NodeKind) -> Vec<String> {
     }
 }
 
-fn next_edges(tool: &Tool, index: usize) -> Vec<(usize, Option<String>)> {
-    let node = &tool.nodes[index];
-    let mut out = Vec::new();
-    if let NodeKind::Switch { conditions } = &node.kind {
-        for c in conditions {
-            let label = match &c.rule {
-                Some(_) => rule_text(tool, index, c.target.index()),
-                None => "default".to_string(),
-            };
-            out.push((c.target.index(), Some(label)));
-        }
-        if let Some(next) = node.next {
-            out.push((next.index(), Some("default".to_string())));
-        }
-    } else if let Some(next) = node.next {
-        out.push((next.index(), None));
-    }
-    out
-}
-
-/// The rule of a switch edge, as compact JSON (shortened for the picture).
-fn rule_text(tool: &Tool, from: usize, to: usize) -> String {
-    let NodeKind::Switch { conditions } = &tool.nodes[from].kind else {
-        return String::new();
-    };
-    let Some(rule) = conditions
-        .iter()
-        .find(|c| c.target.index() == to)
-        .and_then(|c| c.rule.as_ref())
-    else {
-        return "default".into();
-    };
-    let text = rule.to_json().to_string();
-    if text.chars().count() > 60 {
-        format!("{}…", text.chars().take(59).collect::<String>())
-    } else {
-        text
-    }
-}
-
 fn mermaid(graph: &Graph, tool: &Tool) -> String {
     let mut out = format!("---\ntitle: {}\n---\nflowchart TD\n", tool.name);
     for (i, node) in tool.nodes.iter().enumerate() {
@@ -147,10 +142,10 @@ fn mermaid(graph: &Graph, tool: &Tool) -> String {
         out.push_str(&format!("    {shape}\n"));
     }
     for i in 0..tool.nodes.len() {
-        for (to, label, edge) in edges(tool, i) {
-            let arrow = match edge {
-                Edge::Next => "-->",
-                Edge::Error => "-.->",
+        for (to, label, stroke) in edges(tool, i) {
+            let arrow = match stroke {
+                Stroke::Solid => "-->",
+                Stroke::Dashed => "-.->",
             };
             match label {
                 Some(l) => out.push_str(&format!(
@@ -187,10 +182,10 @@ fn dot(graph: &Graph, tool: &Tool) -> String {
         out.push_str(&format!("    n{i} [label={}, shape={shape}];\n", q(&label)));
     }
     for i in 0..tool.nodes.len() {
-        for (to, label, edge) in edges(tool, i) {
-            let style = match edge {
-                Edge::Next => "",
-                Edge::Error => ", style=dashed",
+        for (to, label, stroke) in edges(tool, i) {
+            let style = match stroke {
+                Stroke::Solid => "",
+                Stroke::Dashed => ", style=dashed",
             };
             match label {
                 Some(l) => out.push_str(&format!("    n{i} -> n{to} [label={}{style}];\n", q(&l))),

@@ -4,14 +4,17 @@
 //! before anything is written (docs/toolkit.md).
 //!
 //! ```text
-//! server.rs   the rmcp ServerHandler: arguments checked, each tool's work, isError failures
-//! tools.rs    what each tool advertises (input and output schemas), the argument checks
-//! run.rs      the graph's current version loaded into an engine; runGraphTool
-//! history.rs  runGraphTool's records, each with the context its node saw
-//! store.rs    the graph file: reads, and edits serialised, checked and written atomically
+//! server.rs          the rmcp ServerHandler: a call typed, dispatched to its tool's work, answered
+//! tools.rs           the tools declared once: names, typed arguments and their checks, schemas
+//! run.rs             the graph's current version loaded into an engine; runGraphTool
+//! history.rs         runGraphTool's records, each with the context its node saw
+//! store.rs           the graph file: reads, and edits serialised, checked and written atomically
+//! output_schemas.rs  (a test) every tool's results, success and failure, fit its outputSchema
 //! ```
 
 mod history;
+#[cfg(test)]
+mod output_schemas;
 mod run;
 mod server;
 pub mod store;

@@ -1,8 +1,8 @@
 //! `mcpgraph build`: the generated crate compiled by cargo into one server binary.
 //!
-//! Every build shares mcpgraph's cache: one vendored runtime and one target directory per
-//! mcpgraph version, so the first build compiles the runtime and later builds of any graph only
-//! the generated crate.
+//! Every build shares mcpgraph's cache: one vendored runtime per mcpgraph version and one target
+//! directory for every build, so the first build compiles the runtime and later builds of any
+//! graph only the generated crate. The binary is put at `-o` atomically, mode 0755.
 
 use super::{SMALL_PROFILE, VendorAt, binary_name, emit, fnv, is_static_elf};
 use mcpgraph_compiler::Graph;
@@ -12,6 +12,9 @@ use std::process::{Command, ExitStatus};
 
 /// The only target `--static` supports: glibc linked statically with `crt-static`.
 pub const STATIC_TARGET: &str = "x86_64-unknown-linux-gnu";
+
+/// The mode of a built server binary, whatever the file it replaces had.
+const BINARY_MODE: u32 = 0o755;
 
 /// Which cargo profile builds the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -209,15 +212,15 @@ fn build_inner(
     if let Some(parent) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
         let _ = std::fs::create_dir_all(parent);
     }
-    // Replace rather than overwrite: the old binary may be running.
-    let _ = std::fs::remove_file(out);
-    std::fs::copy(&built, out).map_err(|error| BuildError::Copy {
+    let copy_failed = |error: std::io::Error| BuildError::Copy {
         from: built.clone(),
         to: out.to_path_buf(),
         error,
-    })?;
-    let bytes =
-        std::fs::read(out).map_err(|e| BuildError::Verify(out.to_path_buf(), e.to_string()))?;
+    };
+    // Replaced in one rename, never overwritten: an earlier build may be running, and a client
+    // that starts the server meanwhile finds the old binary or the new one, never half of one.
+    let bytes = std::fs::read(&built).map_err(copy_failed)?;
+    crate::atomic_write::write_program(out, &bytes, BINARY_MODE).map_err(copy_failed)?;
     if options.static_ {
         match is_static_elf(&bytes) {
             Ok(true) => {}

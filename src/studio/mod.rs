@@ -23,7 +23,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use mcpgraph_compiler::render::{self, Style};
 use mcpgraph_compiler::{Checked, SourceFile};
-use mcpgraph_runtime::Engine;
+use mcpgraph_runtime::{Engine, Versions};
 use run::Run;
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -86,20 +86,16 @@ async fn serve(options: Options) -> Result<(), String> {
         .local_addr()
         .map_err(|e| format!("cannot read the listening address: {e}"))?
         .port();
-    let mut files = vec![
-        options.file.clone(),
-        mcpgraph_compiler::lock::lock_path(&options.file),
-    ];
-    files.extend(options.mcp.clone());
-    let (path, mcp) = (options.file.clone(), options.mcp.clone());
-    let load = move || crate::cli::read_for_serve(&path, mcp.as_deref());
+    let project = mcpgraph_compiler::Project::new(&options.file, options.mcp.clone());
+    let loading = project.clone();
     // Made before the first read, so a save during it is seen as a change.
-    let mut watch = mcpgraph_runtime::Watch::new(files, plain(), load.clone());
-    let (file, checked) = load();
+    let mut watch =
+        mcpgraph_runtime::Watch::new(project.watched(), plain(), move || loading.load());
+    let (file, checked) = project.load();
     let (events, _) = broadcast::channel(EVENT_BACKLOG);
     let studio = Arc::new(Studio {
         port,
-        version: Mutex::new(Arc::new(Version::new(1, file, checked))),
+        versions: Versions::new(version(1, file, checked)),
         events,
         run: Mutex::new(None),
         next_run: AtomicU64::new(1),
@@ -140,8 +136,7 @@ async fn serve(options: Options) -> Result<(), String> {
         // Its version's downstream servers close as it ends.
         let _ = tokio::time::timeout(std::time::Duration::from_secs(5), run.ended()).await;
     }
-    let version = studio.lock_version().clone();
-    if let Some(engine) = &version.engine {
+    for engine in studio.versions.stop() {
         engine.shutdown().await;
     }
     Ok(())
@@ -174,7 +169,8 @@ fn open_browser(url: &str) {
 /// The studio's state: the current version of the file, the run, the event stream.
 pub struct Studio {
     port: u16,
-    version: Mutex<Arc<Version>>,
+    /// The current version of the file, and a replaced one while its run finishes.
+    versions: Versions<View>,
     /// Every event, as the JSON text of one SSE `data:` line.
     events: broadcast::Sender<Arc<str>>,
     run: Mutex<Option<Arc<Run>>>,
@@ -183,70 +179,61 @@ pub struct Studio {
     closing: CancellationToken,
 }
 
-/// One version of the file: what `/api/graph` answers, and its engine when it checks. The
-/// engine is shut down when the last holder lets go (a run on a version an edit replaced
-/// finishes on it).
-pub struct Version {
+/// One version of the file, with its engine when it checks (a run on a version an edit replaced
+/// finishes on it: the runtime's one version lifecycle).
+pub type Version = mcpgraph_runtime::Version<View>;
+
+/// What the page sees of a version.
+pub struct View {
     number: u64,
     /// The `/api/graph` answer.
     view: Value,
-    engine: Option<Arc<Engine>>,
 }
 
-impl Version {
-    fn new(number: u64, file: SourceFile, checked: Checked) -> Version {
-        let engine = checked
-            .graph
-            .as_ref()
-            .and_then(|graph| Engine::load(graph.clone()).ok().map(Arc::new));
-        let tools: Vec<Value> = checked
-            .graph
-            .as_ref()
-            .map(|graph| {
-                graph
-                    .tools
-                    .iter()
-                    .map(|tool| view::tool_view(graph, tool))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let diagnostics = render::json_all(&checked, &file);
-        let rendered = if checked.diagnostics.is_empty() {
-            String::new()
-        } else {
-            render::human_all(&checked, &file, plain())
-        };
-        let checks = checked.graph.is_some() && engine.is_some();
-        let view = json!({
-            "version": number,
-            "file": file.name,
-            "source": file.text,
-            "checks": checks,
-            "diagnostics": diagnostics,
-            "rendered": rendered,
-            "tools": tools,
-        });
-        Version {
-            number,
-            view,
-            engine,
-        }
-    }
-}
-
-impl Drop for Version {
-    fn drop(&mut self) {
-        if let Some(engine) = self.engine.take()
-            && let Ok(runtime) = tokio::runtime::Handle::try_current()
-        {
-            runtime.spawn(async move { engine.shutdown().await });
-        }
-    }
+/// The version `number` of the file.
+fn version(number: u64, file: SourceFile, checked: Checked) -> Version {
+    let engine = checked
+        .graph
+        .as_ref()
+        .and_then(|graph| Engine::load(graph.clone()).ok().map(Arc::new));
+    let tools: Vec<Value> = checked
+        .graph
+        .as_ref()
+        .map(|graph| {
+            graph
+                .tools
+                .iter()
+                .map(|tool| view::tool_view(graph, tool))
+                .collect()
+        })
+        .unwrap_or_default();
+    let diagnostics = render::json_all(&checked, &file);
+    let rendered = if checked.diagnostics.is_empty() {
+        String::new()
+    } else {
+        render::human_all(&checked, &file, plain())
+    };
+    let checks = checked.graph.is_some() && engine.is_some();
+    let view = json!({
+        "version": number,
+        "file": file.name,
+        "source": file.text,
+        "checks": checks,
+        "diagnostics": diagnostics,
+        "rendered": rendered,
+        "tools": tools,
+    });
+    Version::new(View { number, view }, engine)
 }
 
 impl Studio {
-    pub(crate) fn lock_version(&self) -> MutexGuard<'_, Arc<Version>> {
-        self.version.lock().unwrap_or_else(|e| e.into_inner())
+    pub(crate) fn current_version(&self) -> Arc<Version> {
+        self.versions.current()
+    }
+
+    /// Lets go of a version a run held (its engine closed, awaited, when it was replaced).
+    pub(crate) async fn release(&self, version: Arc<Version>) {
+        self.versions.release(version).await;
     }
 
     fn lock_run(&self) -> MutexGuard<'_, Option<Arc<Run>>> {
@@ -255,9 +242,9 @@ impl Studio {
 
     /// A new version of the file: served from now on (runs in flight finish on theirs).
     fn replace(&self, file: SourceFile, checked: Checked) {
-        let number = self.lock_version().number + 1;
-        let version = Arc::new(Version::new(number, file, checked));
-        *self.lock_version() = version;
+        let number = self.current_version().number + 1;
+        // Refused only once the studio is closing, when no new version matters.
+        let _ = self.versions.replace(version(number, file, checked));
         self.publish(&json!({"type": "graph", "version": number}));
     }
 
@@ -269,7 +256,7 @@ impl Studio {
     fn where_things_stand(&self, kind: &str) -> Value {
         json!({
             "type": kind,
-            "version": self.lock_version().number,
+            "version": self.current_version().number,
             "run": self.lock_run().as_ref().map(|run| run.id()),
         })
     }
@@ -386,7 +373,7 @@ fn refuse(status: StatusCode, message: &str) -> Response {
 }
 
 async fn graph(State(studio): State<Arc<Studio>>) -> Response {
-    let version = studio.lock_version().clone();
+    let version = studio.current_version();
     json_response(StatusCode::OK, &version.view)
 }
 
@@ -462,17 +449,16 @@ async fn start(State(studio): State<Arc<Studio>>, body: Bytes) -> Response {
         .get("startPaused")
         .and_then(Value::as_bool)
         .unwrap_or(false);
-    let version = studio.lock_version().clone();
-    let Some(engine) = version.engine.clone() else {
+    let version = studio.current_version();
+    let Some(engine) = version.engine().cloned() else {
         return refuse(
             StatusCode::CONFLICT,
             "the graph does not check: no tool can run until it is fixed",
         );
     };
-    let Some(ir) = engine.graph().tools.iter().find(|t| t.name == tool) else {
+    if !engine.graph().tools.iter().any(|t| t.name == tool) {
         return refuse(StatusCode::NOT_FOUND, &format!("no tool `{tool}`"));
-    };
-    let nodes: Vec<String> = ir.nodes.iter().map(|n| n.id.clone()).collect();
+    }
     let id = studio.next_run.fetch_add(1, Ordering::Relaxed);
     // One run at a time: the one before is stopped. The slot stays locked until the new run is
     // in it, so two starts at once cannot both run, and a page told of the new run (its first
@@ -484,7 +470,6 @@ async fn start(State(studio): State<Arc<Studio>>, body: Bytes) -> Response {
     *slot = Some(Run::start(
         id,
         tool.to_string(),
-        nodes,
         breakpoints,
         paused,
         &studio,

@@ -6,10 +6,11 @@
 
 use super::{Studio, Version};
 use mcpgraph_runtime::{
-    Asker, CallError, CallOptions, DebugEvent, Debugger, Engine, NodeReport, Question, Refusal,
+    Asker, CallError, CallOptions, DebugEvent, Debugger, Engine, NodeReport, Place, Question,
+    Refusal,
 };
 use serde_json::{Map, Value, json};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use tokio_util::sync::CancellationToken;
@@ -34,8 +35,6 @@ const KEPT_RECORDS: usize = 100_000;
 struct Shared {
     id: u64,
     tool: String,
-    /// The tool's node ids: reports of anything else are items, branches or callee nodes.
-    nodes: HashSet<String>,
     studio: Weak<Studio>,
     state: Mutex<RunState>,
     /// Stop was asked for (the run may end inside a node, by cancellation).
@@ -91,7 +90,6 @@ impl Run {
     pub fn start(
         id: u64,
         tool: String,
-        nodes: Vec<String>,
         breakpoints: Vec<String>,
         paused: bool,
         studio: &Arc<Studio>,
@@ -102,7 +100,6 @@ impl Run {
         let shared = Arc::new(Shared {
             id,
             tool: tool.clone(),
-            nodes: nodes.into_iter().collect(),
             studio: Arc::downgrade(studio),
             state: Mutex::new(RunState {
                 phase: "running",
@@ -142,13 +139,10 @@ impl Run {
             shared.end(outcome, stopped);
             // The version (and its engine) lives as long as its run. One an edit replaced is
             // closed here (its downstream servers with it); the current one at exit.
-            let engine = version.engine.clone();
-            drop(version);
-            if let (Some(engine), Some(studio)) = (engine, shared.studio.upgrade()) {
-                let current = studio.lock_version().engine.clone();
-                if !current.is_some_and(|c| Arc::ptr_eq(&c, &engine)) {
-                    engine.shutdown().await;
-                }
+            drop(engine);
+            match shared.studio.upgrade() {
+                Some(studio) => studio.release(version).await,
+                None => drop(version),
             }
             ended.cancel();
         });
@@ -377,10 +371,10 @@ impl Shared {
         } else {
             "done"
         };
-        if !self.nodes.contains(report.node) {
-            // A map item `fetch[3]` or a parallel branch `both.news`: their pseudo node. The
-            // nodes of a `server: self` callee (`call › double.entry`) are not drawn.
-            let Some(pseudo) = self.pseudo(report.node) else {
+        if !report.is_own_node() {
+            // A map item or a parallel branch: their pseudo node. The nodes of a `server: self`
+            // callee are not drawn.
+            let Some(pseudo) = pseudo(report) else {
                 return;
             };
             let entry = state.node(&pseudo);
@@ -426,22 +420,6 @@ impl Shared {
         });
         state.records.push(record);
         self.publish(state, &event);
-    }
-
-    /// The pseudo node a report of an item or branch belongs to.
-    fn pseudo(&self, label: &str) -> Option<String> {
-        if label.contains(" › ") {
-            return None;
-        }
-        if let Some((node, _)) = label.split_once('[')
-            && self.nodes.contains(node)
-        {
-            return Some(format!("{node}/call"));
-        }
-        let (node, branch) = label.split_once('.')?;
-        self.nodes
-            .contains(node)
-            .then(|| format!("{node}/{branch}"))
     }
 
     /// The call's end: its result, or its error (the failed node marked, and recorded last as
@@ -587,4 +565,17 @@ impl Record {
 
 fn round3(ms: f64) -> f64 {
     (ms * 1000.0).round() / 1000.0
+}
+
+/// The pseudo node (in the drawing, view.rs) a report of an item or branch belongs to: the map's
+/// call `fetch/call`, the branch `both/news`; none for a callee's nodes.
+fn pseudo(report: &NodeReport<'_>) -> Option<String> {
+    if !report.callers.is_empty() {
+        return None;
+    }
+    match report.place {
+        Place::Node => None,
+        Place::Item(_) => Some(format!("{}/call", report.node)),
+        Place::Branch(branch) => Some(format!("{}/{branch}", report.node)),
+    }
 }

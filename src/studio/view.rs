@@ -35,7 +35,7 @@
 //! branch to the parallel's `next` (the rejoin); the parallel itself then has no `next` edge,
 //! since the rejoin edges are where control goes after it.
 
-use mcpgraph_compiler::ir::{Call, Graph, NodeKind, Target, Tool};
+use mcpgraph_compiler::ir::{Call, EdgeKind, Graph, NodeKind, Target, Tool};
 use serde_json::{Map, Value, json};
 
 /// The drawing of one tool as `GET /api/graph` sends it (docs/studio.md): nodes with their
@@ -354,74 +354,80 @@ fn model(graph: &Graph, tool: &Tool) -> (Vec<NodeBox>, Vec<EdgeSpec>) {
         label,
     };
     for (index, node) in tool.nodes.iter().enumerate() {
-        match &node.kind {
-            NodeKind::Switch { conditions } => {
-                for condition in conditions {
-                    edges.push(match &condition.rule {
-                        Some(rule) => edge(
-                            index,
-                            condition.target.index(),
-                            "rule",
-                            rule_text(&rule.to_json()),
-                        ),
-                        None => edge(
-                            index,
-                            condition.target.index(),
-                            "default",
-                            "otherwise".into(),
-                        ),
-                    });
-                }
-                if let Some(next) = node.next {
-                    edges.push(edge(index, next.index(), "default", "otherwise".into()));
-                }
+        // A map's per-item call: a box beside the map, joined by an `item` edge before the
+        // map's own edges.
+        if let NodeKind::Map { call, .. } = &node.kind {
+            let pseudo = boxes.len();
+            let mut b = new_box(
+                format!("{}/call", node.id),
+                "item",
+                "each item".into(),
+                call_text(graph, call),
+            );
+            b.beside = Some(index);
+            boxes.push(b);
+            edges.push(edge(index, pseudo, "item", String::new()));
+        }
+        // A parallel's branches: a box each, through which its `next` edge is drawn.
+        let mut branch_boxes = Vec::new();
+        if let NodeKind::Parallel { branches, .. } = &node.kind {
+            for branch in branches {
+                branch_boxes.push(boxes.len());
+                boxes.push(new_box(
+                    format!("{}/{}", node.id, branch.name),
+                    "branch",
+                    branch.name.clone(),
+                    call_text(graph, &branch.call),
+                ));
             }
-            NodeKind::Map { call, .. } => {
-                let pseudo = boxes.len();
-                let mut b = new_box(
-                    format!("{}/call", node.id),
-                    "item",
-                    "each item".into(),
-                    call_text(graph, call),
-                );
-                b.beside = Some(index);
-                boxes.push(b);
-                edges.push(edge(index, pseudo, "item", String::new()));
-                if let Some(next) = node.next {
-                    edges.push(edge(index, next.index(), "next", String::new()));
-                }
-            }
-            NodeKind::Parallel { branches, .. } if !branches.is_empty() => {
-                for branch in branches {
-                    let pseudo = boxes.len();
-                    boxes.push(new_box(
-                        format!("{}/{}", node.id, branch.name),
-                        "branch",
-                        branch.name.clone(),
-                        call_text(graph, &branch.call),
-                    ));
+            // Checked, a parallel always has a `next`; were it absent, the branches would
+            // still hang from the parallel.
+            if node.next.is_none() {
+                for &pseudo in &branch_boxes {
                     edges.push(edge(index, pseudo, "branch", String::new()));
-                    if let Some(next) = node.next {
-                        edges.push(edge(pseudo, next.index(), "branch", String::new()));
-                    }
-                }
-            }
-            _ => {
-                if let Some(next) = node.next {
-                    edges.push(edge(index, next.index(), "next", String::new()));
                 }
             }
         }
-        if let Some(route) = &node.on_error {
-            let label = match &route.kinds {
-                None => "any error".to_string(),
-                Some(kinds) => kinds
-                    .iter()
-                    .map(|k| k.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            };
-            edges.push(edge(index, route.next.index(), "onError", label));
+        for successor in node.successors() {
+            let to = successor.to.index();
+            match successor.kind {
+                EdgeKind::Condition(at) => {
+                    let rule = match &node.kind {
+                        NodeKind::Switch { conditions } => {
+                            conditions.get(at).and_then(|c| c.rule.as_ref())
+                        }
+                        _ => None,
+                    };
+                    edges.push(match rule {
+                        Some(rule) => edge(index, to, "rule", rule_text(&rule.to_json())),
+                        // A rule-less condition is taken whenever it is reached: a default.
+                        None => edge(index, to, "default", "otherwise".into()),
+                    });
+                }
+                EdgeKind::Default => {
+                    edges.push(edge(index, to, "default", "otherwise".into()));
+                }
+                // The rejoin: from each branch to the parallel's `next`, which stands for the
+                // parallel's own edge.
+                EdgeKind::Next if !branch_boxes.is_empty() => {
+                    for &pseudo in &branch_boxes {
+                        edges.push(edge(index, pseudo, "branch", String::new()));
+                        edges.push(edge(pseudo, to, "branch", String::new()));
+                    }
+                }
+                EdgeKind::Next => edges.push(edge(index, to, "next", String::new())),
+                EdgeKind::OnError => {
+                    let label = match node.on_error.as_ref().and_then(|r| r.kinds.as_ref()) {
+                        None => "any error".to_string(),
+                        Some(kinds) => kinds
+                            .iter()
+                            .map(|k| k.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                    };
+                    edges.push(edge(index, to, "onError", label));
+                }
+            }
         }
     }
     (boxes, edges)

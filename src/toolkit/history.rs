@@ -7,7 +7,6 @@
 
 use mcpgraph_runtime::{FailureKind, NodeObserver, NodeReport};
 use serde_json::{Map, Value, json};
-use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -27,20 +26,18 @@ struct Raw {
 /// Collects the records of one run.
 #[derive(Clone)]
 pub struct Recorder {
-    nodes: Arc<HashSet<String>>,
     records: Arc<Mutex<Vec<Raw>>>,
     /// The run's start, as milliseconds since the epoch (the original's `startTime` unit).
     started_ms: f64,
 }
 
 impl Recorder {
-    /// A recorder for a run of a tool with these node ids.
-    pub fn new(nodes: impl IntoIterator<Item = String>) -> Self {
+    /// A recorder for a run of a tool.
+    pub fn new() -> Self {
         let started_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0.0, |d| d.as_millis() as f64);
         Recorder {
-            nodes: Arc::new(nodes.into_iter().collect()),
             records: Arc::new(Mutex::new(Vec::new())),
             started_ms,
         }
@@ -49,7 +46,8 @@ impl Recorder {
     pub fn observer(&self) -> NodeObserver {
         let this = self.clone();
         Arc::new(move |report: &NodeReport<'_>| {
-            if !this.nodes.contains(report.node) {
+            // The tool's own nodes only: items, branches and callees' nodes are not records.
+            if !report.is_own_node() {
                 return;
             }
             let raw = Raw {
@@ -170,7 +168,7 @@ mod tests {
     /// node and are marked `truncated`.
     #[test]
     fn a_history_of_large_values_is_bounded() {
-        let recorder = Recorder::new(["step".to_string()]);
+        let recorder = Recorder::new();
         let big = Value::String("x".repeat(1 << 20));
         for i in 0..40u64 {
             recorder.records.lock().unwrap().push(Raw {

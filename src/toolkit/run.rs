@@ -3,102 +3,102 @@
 
 use super::history::Recorder;
 use super::tools::Failed;
-use mcpgraph_compiler::{Checked, Graph, SourceFile};
+use mcpgraph_compiler::{Checked, Graph, Project, SourceFile};
 use mcpgraph_runtime::{CallError, CallOptions, Debugger, Engine};
 use serde_json::{Map, Value, json};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
-/// One version of the graph: the texts it was made from, its check, and its engine when it
-/// checks. The engine is shut down when the last holder lets go (a run in flight on a version
-/// that an edit replaced finishes on it).
-pub struct Loaded {
-    key: Key,
+/// One version of the graph (the runtime's one version lifecycle): the texts it was made from,
+/// its check, and its engine when it checks. The engine is shut down when the last holder lets go
+/// (a run in flight on a version that an edit replaced finishes on it).
+pub type Loaded = mcpgraph_runtime::Version<Texts>;
+
+/// What a version was made from, and its check.
+pub struct Texts {
+    /// `None` before the first version is loaded.
+    key: Option<Key>,
     pub file: SourceFile,
     pub checked: Checked,
-    pub engine: Option<Arc<Engine>>,
 }
 
 /// The texts a version depends on: the graph, the `-m` file and the lock file.
 type Key = (String, Option<String>, Option<String>);
 
-impl Drop for Loaded {
-    fn drop(&mut self) {
-        if let Some(engine) = self.engine.take()
-            && let Ok(runtime) = tokio::runtime::Handle::try_current()
-        {
-            runtime.spawn(async move { engine.shutdown().await });
-        }
-    }
-}
-
 /// The current version, made anew when one of its files changed.
 pub struct Versions {
-    graph: PathBuf,
-    mcp: Option<PathBuf>,
-    current: tokio::sync::Mutex<Option<Arc<Loaded>>>,
+    project: Project,
+    versions: mcpgraph_runtime::Versions<Texts>,
+    /// Held while a version is made, so two calls that see the same change load it once.
+    loading: tokio::sync::Mutex<()>,
 }
 
 impl Versions {
     pub fn new(graph: PathBuf, mcp: Option<PathBuf>) -> Self {
+        let nothing = Texts {
+            key: None,
+            file: SourceFile::new(graph.display().to_string(), String::new()),
+            checked: Checked {
+                graph: None,
+                diagnostics: Vec::new(),
+            },
+        };
         Versions {
-            graph,
-            mcp,
-            current: tokio::sync::Mutex::new(None),
+            project: Project::new(graph, mcp),
+            versions: mcpgraph_runtime::Versions::new(Loaded::new(nothing, None)),
+            loading: tokio::sync::Mutex::new(()),
         }
     }
 
     /// The version of `file` (the graph's current text), loaded if it is not yet.
     pub async fn of(&self, file: SourceFile) -> Result<Arc<Loaded>, Failed> {
-        let mcp = match &self.mcp {
+        let mcp = match self.project.mcp_path() {
             Some(path) => Some(SourceFile::read(path).map_err(|d| Failed::new(d.message))?),
             None => None,
         };
-        let lock_text =
-            std::fs::read_to_string(mcpgraph_compiler::lock::lock_path(&self.graph)).ok();
-        let key = (
-            file.text.clone(),
-            mcp.as_ref().map(|m| m.text.clone()),
-            lock_text,
-        );
-        let mut current = self.current.lock().await;
-        if let Some(loaded) = current.as_ref()
-            && loaded.key == key
-        {
-            return Ok(loaded.clone());
+        let sources = self.project.sources(file, mcp);
+        let key = sources.texts();
+        let _loading = self.loading.lock().await;
+        let current = self.versions.current();
+        if current.key.as_ref() == Some(&key) {
+            return Ok(current);
         }
-        let checked = crate::cli::compile_beside(&self.graph, &file, mcp.as_ref());
+        let checked = sources.compile();
+        let file = sources.graph;
         let engine = match &checked.graph {
             Some(graph) => Some(Arc::new(
                 Engine::load(graph.clone()).map_err(|e| Failed::new(e.to_string()))?,
             )),
             None => None,
         };
-        let loaded = Arc::new(Loaded {
-            key,
+        let texts = Texts {
+            key: Some(key),
             file,
             checked,
-            engine,
-        });
-        *current = Some(loaded.clone());
-        Ok(loaded)
+        };
+        self.versions
+            .replace(Loaded::new(texts, engine))
+            .map_err(|_| Failed::new("The toolkit is stopping"))
     }
 
-    /// Shuts the current engine down (the toolkit is stopping).
+    /// Shuts every engine down (the toolkit is stopping).
     pub async fn shutdown(&self) {
-        let current = self.current.lock().await.take();
-        if let Some(engine) = current.as_ref().and_then(|l| l.engine.clone()) {
+        for engine in self.versions.stop() {
             engine.shutdown().await;
         }
     }
 
+    pub fn project(&self) -> &Project {
+        &self.project
+    }
+
     pub fn graph_path(&self) -> &Path {
-        &self.graph
+        self.project.graph_path()
     }
 
     pub fn mcp_path(&self) -> Option<&Path> {
-        self.mcp.as_deref()
+        self.project.mcp_path()
     }
 }
 
@@ -123,10 +123,10 @@ pub async fn run(
     breakpoints: Vec<String>,
     cancel: CancellationToken,
 ) -> Result<Value, Failed> {
-    let Some(ir) = engine.graph().tools.iter().find(|t| t.name == tool) else {
+    if !engine.graph().tools.iter().any(|t| t.name == tool) {
         return Err(Failed::new(format!("Tool not found: {tool}")));
-    };
-    let recorder = Recorder::new(ir.nodes.iter().map(|n| n.id.clone()));
+    }
+    let recorder = Recorder::new();
     let debugger = (!breakpoints.is_empty()).then(|| Debugger::stopping(breakpoints));
     let options = CallOptions {
         cancel,

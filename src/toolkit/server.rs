@@ -1,24 +1,32 @@
 //! The toolkit's MCP server: a hand-written rmcp `ServerHandler`, as the runtime's own
-//! (runtime/src/server.rs): every call's arguments checked against its inputSchema, every
-//! failure an `isError` result carrying the reason (text, and `structuredContent.error`).
+//! (runtime/src/server.rs), and each tool's work. A call is read into a typed [`Call`] by the
+//! catalogue (tools.rs: its arguments checked against the tool's inputSchema), dispatched by an
+//! exhaustive match, and answered with `structuredContent` that fits the tool's outputSchema;
+//! every failure is an `isError` result carrying the reason (text, and
+//! `structuredContent.error`).
 
 use super::run::{self, Versions, graph_of};
 use super::store::{OwnedEdit, Store};
-use super::tools::{self, Failed};
+use super::tools::{
+    self, AddArguments, BuildArguments, Call, Catalogue, DrawArguments, Failed, HistoryRecord,
+    JsonataArguments, LogicArguments, McpTrialArguments, RunArguments, ServerAndTool, ServerFilter,
+    ToolNameArgument, UpdateArguments,
+};
 use mcpgraph_compiler::ir::Server;
 use mcpgraph_compiler::{SourceFile, ast, check, render, yaml};
 use mcpgraph_runtime::rmcp;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     InitializeResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ServerCapabilities,
+    ProgressToken, ServerCapabilities,
 };
-use rmcp::service::{RequestContext, RoleServer};
+use rmcp::service::{Peer, RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler};
 use serde_json::{Map, Value, json};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 /// The server's name in `initialize`: the original toolkit's, so that clients configured for it
 /// keep working.
@@ -39,7 +47,35 @@ pub struct Toolkit {
 struct Inner {
     store: Store,
     versions: Versions,
-    tools: Vec<rmcp::model::Tool>,
+    tools: Catalogue,
+}
+
+/// What a call needs of its request beyond its arguments: its cancellation (a run stops when
+/// the client cancels), and where buildGraph's progress goes when the client asked for it.
+pub struct CallContext {
+    cancel: CancellationToken,
+    progress: Option<(ProgressToken, Peer<RoleServer>)>,
+}
+
+impl CallContext {
+    fn of(request: &RequestContext<RoleServer>) -> Self {
+        CallContext {
+            cancel: request.ct.clone(),
+            progress: request
+                .meta
+                .get_progress_token()
+                .map(|token| (token, request.peer.clone())),
+        }
+    }
+
+    /// A call that nobody cancels and that reports no progress (the tests' calls).
+    #[cfg(test)]
+    pub(super) fn detached() -> Self {
+        CallContext {
+            cancel: CancellationToken::new(),
+            progress: None,
+        }
+    }
 }
 
 impl Toolkit {
@@ -48,7 +84,7 @@ impl Toolkit {
             inner: Arc::new(Inner {
                 store: Store::new(graph.clone(), mcp.clone()),
                 versions: Versions::new(graph, mcp),
-                tools: tools::advertised(),
+                tools: tools::catalogue(),
             }),
         }
     }
@@ -74,65 +110,78 @@ impl Toolkit {
         self.inner.versions.of(file).await
     }
 
-    async fn dispatch(
+    /// One call as a client makes it: its arguments read into the tool's [`Call`], the tool's
+    /// work, and the outcome as a result (a failure an `isError` one). `None`: the toolkit has no
+    /// tool of that name.
+    pub(super) async fn call(
         &self,
         name: &str,
-        args: Map<String, Value>,
-        context: &RequestContext<RoleServer>,
-    ) -> Result<Value, Failed> {
-        let text = |key: &str| args.get(key).and_then(Value::as_str).unwrap_or_default();
-        match name {
-            "getGraphServer" => self.graph_server(),
-            "listGraphTools" => self.graph_tools(),
-            "getGraphTool" => {
-                let name = text("toolName");
-                mcpgraph_compiler::edit::tool_json(&self.file()?, name)
-                    .ok_or_else(|| Failed::new(format!("Tool \"{name}\" not found")))
+        arguments: Map<String, Value>,
+        context: &CallContext,
+    ) -> Option<CallToolResult> {
+        let entry = self.inner.tools.find(name)?;
+        let outcome = match entry.call(arguments) {
+            Ok(call) => self.dispatch(call, context).await,
+            Err(failed) => Err(failed),
+        };
+        Some(match outcome {
+            Ok(value) => success(value),
+            Err(failed) => failure(failed),
+        })
+    }
+
+    async fn dispatch(&self, call: Call, context: &CallContext) -> Result<Value, Failed> {
+        match call {
+            Call::GetGraphServer(_) => self.graph_server(),
+            Call::ListGraphTools(_) => self.graph_tools(),
+            Call::GetGraphTool(ToolNameArgument { tool_name }) => {
+                mcpgraph_compiler::edit::tool_json(&self.file()?, &tool_name)
+                    .ok_or_else(|| Failed::new(format!("Tool \"{tool_name}\" not found")))
             }
-            "listMcpServers" => self.mcp_servers().await,
-            "listMcpServerTools" => {
-                self.mcp_server_tools(args.get("serverName").and_then(Value::as_str))
+            Call::ListMcpServers(_) => Ok(servers_result(self.discover(None).await?)),
+            Call::ListMcpServerTools(ServerFilter { server_name }) => Ok(server_tools_result(
+                self.discover(server_name.as_deref()).await?,
+            )),
+            Call::GetMcpServerTool(ServerAndTool {
+                server_name,
+                tool_name,
+            }) => {
+                let found = self.discover(Some(server_name.as_str())).await?;
+                server_tool_result(&server_name, &tool_name, found)
+            }
+            Call::AddGraphTool(AddArguments { tool }) => {
+                let message = format!("Tool \"{}\" added successfully", tool_name(&tool));
+                self.edit(OwnedEdit::Add(tool), message).await
+            }
+            Call::UpdateGraphTool(UpdateArguments { tool_name, tool }) => {
+                let message = format!("Tool \"{tool_name}\" updated successfully");
+                let edit = OwnedEdit::Update {
+                    name: tool_name,
+                    tool,
+                };
+                self.edit(edit, message).await
+            }
+            Call::DeleteGraphTool(ToolNameArgument { tool_name }) => {
+                let message = format!("Tool \"{tool_name}\" deleted successfully");
+                self.edit(OwnedEdit::Delete { name: tool_name }, message)
                     .await
             }
-            "getMcpServerTool" => {
-                self.mcp_server_tool(text("serverName"), text("toolName"))
+            Call::RunGraphTool(arguments) => self.run_graph_tool(arguments, context).await,
+            Call::TestJsonata(arguments) => test_jsonata(arguments).await,
+            Call::TestJsonLogic(arguments) => test_logic(arguments).await,
+            Call::TestMcpTool(arguments) => self.test_mcp_tool(arguments).await,
+            Call::CheckGraph(_) => self.check_graph().await,
+            Call::DrawGraph(DrawArguments { tool_name }) => {
+                self.draw_graph(tool_name.as_deref()).await
+            }
+            Call::BuildGraph(BuildArguments {
+                output,
+                static_linking,
+            }) => {
+                self.build_graph(&output, static_linking == Some(true), context)
                     .await
             }
-            "addGraphTool" => {
-                let tool = args.get("tool").cloned().unwrap_or_default();
-                let name = tool_name(&tool);
-                self.edit(
-                    OwnedEdit::Add(tool),
-                    format!("Tool \"{name}\" added successfully"),
-                )
-                .await
-            }
-            "updateGraphTool" => {
-                let name = text("toolName").to_string();
-                let tool = args.get("tool").cloned().unwrap_or_default();
-                let message = format!("Tool \"{name}\" updated successfully");
-                self.edit(OwnedEdit::Update { name, tool }, message).await
-            }
-            "deleteGraphTool" => {
-                let name = text("toolName").to_string();
-                let message = format!("Tool \"{name}\" deleted successfully");
-                self.edit(OwnedEdit::Delete { name }, message).await
-            }
-            "runGraphTool" => self.run_graph_tool(args, context).await,
-            "testJSONata" => test_jsonata(&args).await,
-            "testJSONLogic" => test_logic(&args).await,
-            "testMcpTool" => self.test_mcp_tool(&args).await,
-            "checkGraph" => self.check_graph().await,
-            "drawGraph" => {
-                self.draw_graph(args.get("toolName").and_then(Value::as_str))
-                    .await
-            }
-            "buildGraph" => {
-                let static_ = args.get("static").and_then(Value::as_bool) == Some(true);
-                self.build_graph(text("output"), static_, context).await
-            }
-            "lockGraph" => self.lock_graph().await,
-            other => Err(Failed::new(format!("Unknown tool: {other}"))),
+            Call::LockGraph(_) => self.lock_graph().await,
         }
     }
 
@@ -211,68 +260,6 @@ impl Toolkit {
         Ok(mcpgraph_runtime::discover(&servers).await)
     }
 
-    async fn mcp_servers(&self) -> Result<Value, Failed> {
-        let items: Vec<Value> = self
-            .discover(None)
-            .await?
-            .into_iter()
-            .map(|(name, contract)| {
-                let mut item = json!({"name": name});
-                match contract {
-                    Ok(server) => {
-                        for key in ["title", "version"] {
-                            if let Some(v) = server.server_info.get(key) {
-                                item[key] = v.clone();
-                            }
-                        }
-                    }
-                    Err(reason) => item["error"] = reason.into(),
-                }
-                item
-            })
-            .collect();
-        Ok(json!({"items": items}))
-    }
-
-    async fn mcp_server_tools(&self, only: Option<&str>) -> Result<Value, Failed> {
-        let mut items = Vec::new();
-        for (server, contract) in self.discover(only).await? {
-            let Ok(contract) = contract else { continue };
-            for (name, tool) in contract.tools {
-                items.push(json!({
-                    "name": name,
-                    "description": tool.description.unwrap_or_default(),
-                    "server": server,
-                }));
-            }
-        }
-        Ok(json!({"items": items}))
-    }
-
-    async fn mcp_server_tool(&self, server: &str, tool: &str) -> Result<Value, Failed> {
-        let found = self.discover(Some(server)).await?;
-        let Some((_, contract)) = found.into_iter().next() else {
-            return Err(Failed::new(format!("Server \"{server}\" not found")));
-        };
-        let contract = contract.map_err(|reason| {
-            Failed::new(format!("Server \"{server}\" cannot be read: {reason}"))
-        })?;
-        let Some(found) = contract.tools.get(tool) else {
-            return Err(Failed::new(format!(
-                "Tool \"{tool}\" not found in server \"{server}\""
-            )));
-        };
-        let mut out = json!({
-            "name": tool,
-            "description": found.description.clone().unwrap_or_default(),
-            "inputSchema": found.input_schema,
-        });
-        if let Some(schema) = &found.output_schema {
-            out["outputSchema"] = schema.clone();
-        }
-        Ok(out)
-    }
-
     /// An edit through the store: written when the compiler accepts it, refused with the
     /// diagnostics otherwise (the file untouched).
     async fn edit(&self, edit: OwnedEdit, message: String) -> Result<Value, Failed> {
@@ -301,25 +288,18 @@ impl Toolkit {
 
     async fn run_graph_tool(
         &self,
-        args: Map<String, Value>,
-        context: &RequestContext<RoleServer>,
+        arguments: RunArguments,
+        context: &CallContext,
     ) -> Result<Value, Failed> {
-        let arguments = match args.get("arguments") {
-            Some(Value::Object(map)) => map.clone(),
-            _ => Map::new(),
-        };
-        let breakpoints: Vec<String> = args
-            .get("breakpoints")
-            .and_then(Value::as_array)
-            .map(|b| {
-                b.iter()
-                    .filter_map(|v| v.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let name = args.get("toolName").and_then(Value::as_str);
-        let definition = args.get("toolDefinition").filter(|d| !d.is_null());
-        match (name, definition) {
+        let RunArguments {
+            tool_name,
+            tool_definition,
+            arguments,
+            breakpoints,
+        } = arguments;
+        let arguments = arguments.unwrap_or_default();
+        let breakpoints = breakpoints.unwrap_or_default();
+        match (tool_name.as_deref(), tool_definition.as_ref()) {
             (None, None) => Err(Failed::new(
                 "Either toolName or toolDefinition must be provided",
             )),
@@ -332,10 +312,17 @@ impl Toolkit {
                 if graph.tools.iter().all(|t| t.name != name) {
                     return Err(Failed::new(format!("Tool not found: {name}")));
                 }
-                let Some(engine) = loaded.engine.clone() else {
+                let Some(engine) = loaded.engine().cloned() else {
                     return Err(Failed::new("The graph is not loaded"));
                 };
-                run::run(&engine, name, arguments, breakpoints, context.ct.clone()).await
+                run::run(
+                    &engine,
+                    name,
+                    arguments,
+                    breakpoints,
+                    context.cancel.clone(),
+                )
+                .await
             }
             (None, Some(definition)) => {
                 self.run_definition(definition, arguments, breakpoints, context)
@@ -351,13 +338,15 @@ impl Toolkit {
         definition: &Value,
         arguments: Map<String, Value>,
         breakpoints: Vec<String>,
-        context: &RequestContext<RoleServer>,
+        context: &CallContext,
     ) -> Result<Value, Failed> {
         use mcpgraph_compiler::edit::{Edit, apply};
         let file = self.file()?;
         let mcp = self.mcp_file()?;
-        let lock = match mcpgraph_compiler::lock::read_beside(self.inner.versions.graph_path()) {
-            Some(Ok(lock)) => Some(lock),
+        // An unreadable lock is the same problem before and after the edit (checkGraph
+        // reports it, as every front end does): the edit is checked without it.
+        let lock = match self.inner.versions.project().read_lock() {
+            mcpgraph_compiler::LockFile::Read(lock) => Some(lock),
             _ => None,
         };
         let name = tool_name(definition);
@@ -384,24 +373,32 @@ impl Toolkit {
         };
         let engine =
             mcpgraph_runtime::Engine::load(graph).map_err(|e| Failed::new(e.to_string()))?;
-        let outcome = run::run(&engine, &name, arguments, breakpoints, context.ct.clone()).await;
+        let outcome = run::run(
+            &engine,
+            &name,
+            arguments,
+            breakpoints,
+            context.cancel.clone(),
+        )
+        .await;
         engine.shutdown().await;
         outcome
     }
 
-    async fn test_mcp_tool(&self, args: &Map<String, Value>) -> Result<Value, Failed> {
-        let server_name = args
-            .get("server")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let tool = args.get("tool").and_then(Value::as_str).unwrap_or_default();
+    async fn test_mcp_tool(&self, arguments: McpTrialArguments) -> Result<Value, Failed> {
+        let McpTrialArguments {
+            server: server_name,
+            tool,
+            args,
+            context,
+        } = arguments;
         let Some(server) = self.servers()?.into_iter().find(|s| s.name == server_name) else {
             return Err(Failed::new(format!("Server \"{server_name}\" not found")));
         };
-        let raw = args.get("args").cloned().unwrap_or_else(|| json!({}));
+        let raw = Value::Object(args);
         let started = Instant::now();
         let elapsed = |started: Instant| (started.elapsed().as_secs_f64() * 1000.0).round();
-        let (sent, evaluated) = match args.get("context").filter(|c| !c.is_null()) {
+        let (sent, evaluated) = match &context {
             Some(context) => match mcpgraph_runtime::evaluate_args(&raw, context) {
                 Ok((value, found)) => (value, found),
                 Err(e) => {
@@ -418,22 +415,12 @@ impl Toolkit {
             Value::Object(map) => map.clone(),
             _ => Map::new(),
         };
-        let outcome = mcpgraph_runtime::call_tool_once(&server, tool, map).await;
-        let time = elapsed(started);
-        Ok(match outcome {
-            Ok(output) => {
-                let mut out = json!({"output": output, "executionTime": time});
-                if evaluated {
-                    out["evaluatedArgs"] = sent;
-                }
-                out
-            }
-            Err(failure) => json!({
-                "output": null,
-                "executionTime": time,
-                "error": {"message": failure.message, "details": {"kind": failure.kind.as_str()}},
-            }),
-        })
+        let outcome = mcpgraph_runtime::call_tool_once(&server, &tool, map).await;
+        Ok(trial_result(
+            outcome,
+            elapsed(started),
+            evaluated.then_some(sent),
+        ))
     }
 
     async fn check_graph(&self) -> Result<Value, Failed> {
@@ -453,7 +440,7 @@ impl Toolkit {
         {
             return Err(Failed::new(format!("Tool \"{name}\" not found")));
         }
-        let mermaid = crate::cli::picture::draw(graph, tool, crate::cli::Diagram::Mermaid)
+        let mermaid = crate::picture::draw(graph, tool, crate::picture::Diagram::Mermaid)
             .map_err(Failed::new)?;
         Ok(json!({"mermaid": mermaid}))
     }
@@ -472,12 +459,7 @@ impl Toolkit {
                 _ => p.to_path_buf(),
             }
         };
-        let graph = self.inner.versions.graph_path();
-        let mut kept = vec![
-            graph.to_path_buf(),
-            mcpgraph_compiler::lock::lock_path(graph),
-        ];
-        kept.extend(self.inner.versions.mcp_path().map(PathBuf::from));
+        let kept = self.inner.versions.project().watched();
         let target = real(out);
         if kept.iter().any(|k| real(k) == target) {
             return Err(Failed::new(format!(
@@ -503,7 +485,7 @@ impl Toolkit {
         &self,
         output: &str,
         static_: bool,
-        context: &RequestContext<RoleServer>,
+        context: &CallContext,
     ) -> Result<Value, Failed> {
         let loaded = self.current().await?;
         let graph = graph_of(&loaded)?.clone();
@@ -530,112 +512,88 @@ impl Toolkit {
                 })
             })
         };
-        let token = context.meta.get_progress_token();
         let mut count = 0u32;
         while let Some(line) = received.recv().await {
             count += 1;
-            if let Some(token) = &token {
+            if let Some((token, peer)) = &context.progress {
                 let param = ProgressNotificationParam::new(token.clone(), f64::from(count))
                     .with_message(line);
-                let _ = context.peer.notify_progress(param).await;
+                let _ = peer.notify_progress(param).await;
             }
         }
         let built = built
             .await
             .map_err(|e| Failed::new(format!("the build panicked: {e}")))?
             .map_err(|e| Failed::new(e.to_string()))?;
-        Ok(json!({
-            "path": built.path,
-            "bytes": built.bytes,
-            "clientConfig": built.client_config(&graph),
-        }))
+        Ok(built_result(
+            &built.path,
+            built.bytes,
+            built.client_config(&graph),
+        ))
     }
 
-    /// `mcpgraph lock`, on a thread of its own (it runs a runtime of its own), then what the
-    /// written lock holds.
+    /// `mcpgraph lock` by the library the CLI prints (`crate::lock`): the servers the graph calls
+    /// read, the new lock written (atomically) unless it adds errors to the graph, so that no
+    /// toolkit call leaves the graph unservable, and what became of each server as data.
     async fn lock_graph(&self) -> Result<Value, Failed> {
-        let common = crate::cli::Common {
-            file: self.inner.versions.graph_path().to_path_buf(),
-            mcp: self.inner.versions.mcp_path().map(PathBuf::from),
-        };
-        let path = mcpgraph_compiler::lock::lock_path(&common.file);
-        // What the graph's errors are with the lock as it is: a new lock that adds errors is
-        // rolled back, so no toolkit call leaves the graph unservable.
-        let graph_file = self.file()?;
-        let mcp_file = common.mcp.as_deref().and_then(|p| SourceFile::read(p).ok());
-        let old_text = std::fs::read_to_string(&path).ok();
-        let errors = |lock: Option<&str>| -> (Vec<(String, String)>, mcpgraph_compiler::Checked) {
-            let lock = lock.map(|t| SourceFile::new(path.display().to_string(), t));
-            let checked =
-                mcpgraph_compiler::compile_with(&graph_file, mcp_file.as_ref(), lock.as_ref());
-            let errors = checked
-                .diagnostics
-                .iter()
-                .filter(|d| d.is_error())
-                .map(|d| (d.code.as_str().to_string(), d.message.clone()))
-                .collect();
-            (errors, checked)
-        };
-        let (before, _) = errors(old_text.as_deref());
-        let (done, wait) = tokio::sync::oneshot::channel();
-        std::thread::spawn(move || {
-            let _ = done.send(crate::cli::lock::write(&common));
-        });
-        let code = wait
-            .await
-            .map_err(|_| Failed::new("mcpgraph lock stopped unexpectedly"))?;
-        let text = std::fs::read_to_string(&path).unwrap_or_default();
-        let (after, checked) = errors(Some(&text));
-        let mut old_errors = before.clone();
-        let added = after
-            .iter()
-            .any(|e| match old_errors.iter().position(|o| o == e) {
-                Some(i) => {
-                    old_errors.remove(i);
-                    false
-                }
-                None => true,
-            });
-        if added && Some(&text) != old_text.as_ref() {
-            // Put the previous lock back (or none), atomically.
-            let restored = match &old_text {
-                Some(old) => {
-                    let temp = path.with_extension("json.tmp");
-                    std::fs::write(&temp, old).and_then(|()| std::fs::rename(&temp, &path))
-                }
-                None => std::fs::remove_file(&path),
-            };
-            let diagnostics = mcpgraph_compiler::render::json_all(&checked, &graph_file);
-            let mut failed = Failed::new(format!(
-                "The live servers no longer match the graph: with their contracts the graph has errors it did not have, so {} was {}. Fix the graph (the diagnostics), then lock again",
-                path.display(),
-                if restored.is_ok() {
-                    "left as it was"
-                } else {
-                    "written, and could not be put back"
-                }
+        use crate::lock::{Inputs, LockUpdate, Written};
+        let versions = &self.inner.versions;
+        let inputs =
+            Inputs::read(versions.project()).map_err(lock_failure)?;
+        let live = inputs.discover().await;
+        let update = LockUpdate::new(&inputs, live);
+        let mut data = update.to_json();
+        data["written"] = false.into();
+        if update.errors_added(&inputs) {
+            let failed = Failed::new(format!(
+                "The live servers no longer match the graph: with their contracts the graph has errors it did not have, so {} was left as it was. Fix the graph (the diagnostics), then lock again",
+                update.lock_file.display()
             ));
-            failed = failed.with("diagnostics", diagnostics);
-            return Err(failed);
+            let diagnostics = render::json_all(&update.checked, &inputs.graph);
+            return Err(with_fields(failed, data).with("diagnostics", diagnostics));
         }
-        let lock_file = SourceFile::new(path.display().to_string(), text);
-        let servers: Map<String, Value> = mcpgraph_compiler::lock::Lock::parse(&lock_file)
-            .map(|lock| {
-                lock.servers
-                    .into_iter()
-                    .map(|(name, s)| (name, json!({"tools": s.tools.keys().collect::<Vec<_>>()})))
-                    .collect()
-            })
-            .unwrap_or_default();
-        if code != std::process::ExitCode::SUCCESS {
-            return Err(Failed::new(format!(
-                "mcpgraph lock could not read every server the graph calls (the toolkit's stderr has the reasons); {} holds the others",
-                path.display()
-            ))
-            .with("servers", Value::Object(servers)));
+        match update.write() {
+            Ok(written) => data["written"] = (written == Written::Wrote).into(),
+            Err(error) => return Err(with_fields(Failed::new(error.to_string()), data)),
         }
-        Ok(json!({"lockFile": path, "servers": servers}))
+        let unreadable: Vec<String> = update
+            .unreadable()
+            .into_iter()
+            .map(|(name, reason)| format!("`{name}`: {reason}"))
+            .collect();
+        if !unreadable.is_empty() {
+            return Err(with_fields(
+                Failed::new(format!(
+                    "mcpgraph lock could not read every server the graph calls ({}); {} holds the others",
+                    unreadable.join("; "),
+                    update.lock_file.display()
+                )),
+                data,
+            ));
+        }
+        Ok(data)
     }
+}
+
+/// A lock that could not be made, as a failure; a graph that is not YAML with its diagnostics.
+fn lock_failure(error: crate::lock::LockError) -> Failed {
+    let failed = Failed::new(error.to_string());
+    match &error {
+        crate::lock::LockError::NotYaml { graph, checked } => {
+            failed.with("diagnostics", render::json_all(checked, graph))
+        }
+        _ => failed,
+    }
+}
+
+/// `failed` with the fields of `data` (an object) beside its `error`.
+fn with_fields(mut failed: Failed, data: Value) -> Failed {
+    if let Value::Object(fields) = data {
+        for (key, value) in fields {
+            failed = failed.with(&key, value);
+        }
+    }
+    failed
 }
 
 fn tool_name(tool: &Value) -> String {
@@ -645,20 +603,111 @@ fn tool_name(tool: &Value) -> String {
         .to_string()
 }
 
-/// `[{nodeId, output}]` as history records.
-fn history_arg(args: &Map<String, Value>) -> Vec<(String, Value)> {
-    args.get("history")
-        .and_then(Value::as_array)
-        .map(|records| {
-            records
-                .iter()
-                .filter_map(|r| {
-                    let id = r.get("nodeId")?.as_str()?.to_string();
-                    Some((id, r.get("output").cloned().unwrap_or(Value::Null)))
-                })
-                .collect()
-        })
+/// A trial's history as the evaluation reads it.
+fn history_records(records: Option<Vec<HistoryRecord>>) -> Vec<(String, Value)> {
+    records
         .unwrap_or_default()
+        .into_iter()
+        .map(|record| (record.node_id, record.output))
+        .collect()
+}
+
+/// listMcpServers' result: each server with its title and version, or why it cannot be read.
+pub(super) fn servers_result(found: mcpgraph_runtime::Discovered) -> Value {
+    let items: Vec<Value> = found
+        .into_iter()
+        .map(|(name, contract)| {
+            let mut item = json!({"name": name});
+            match contract {
+                Ok(server) => {
+                    for key in ["title", "version"] {
+                        if let Some(v) = server.server_info.get(key) {
+                            item[key] = v.clone();
+                        }
+                    }
+                }
+                Err(reason) => item["error"] = reason.into(),
+            }
+            item
+        })
+        .collect();
+    json!({"items": items})
+}
+
+/// listMcpServerTools' result: the tools of every server that could be read.
+pub(super) fn server_tools_result(found: mcpgraph_runtime::Discovered) -> Value {
+    let mut items = Vec::new();
+    for (server, contract) in found {
+        let Ok(contract) = contract else { continue };
+        for (name, tool) in contract.tools {
+            items.push(json!({
+                "name": name,
+                "description": tool.description.unwrap_or_default(),
+                "server": server,
+            }));
+        }
+    }
+    json!({"items": items})
+}
+
+/// getMcpServerTool's result: `tool` of `server` as discovery found it.
+pub(super) fn server_tool_result(
+    server: &str,
+    tool: &str,
+    found: mcpgraph_runtime::Discovered,
+) -> Result<Value, Failed> {
+    let Some((_, contract)) = found.into_iter().next() else {
+        return Err(Failed::new(format!("Server \"{server}\" not found")));
+    };
+    let contract = contract
+        .map_err(|reason| Failed::new(format!("Server \"{server}\" cannot be read: {reason}")))?;
+    let Some(found) = contract.tools.get(tool) else {
+        return Err(Failed::new(format!(
+            "Tool \"{tool}\" not found in server \"{server}\""
+        )));
+    };
+    let mut out = json!({
+        "name": tool,
+        "description": found.description.clone().unwrap_or_default(),
+        "inputSchema": found.input_schema,
+    });
+    if let Some(schema) = &found.output_schema {
+        out["outputSchema"] = schema.clone();
+    }
+    Ok(out)
+}
+
+/// testMcpTool's result for a call that was made, after `time` milliseconds: what the tool
+/// returned (what an mcp node would output) and the arguments sent when they were evaluated,
+/// or the call's failure as data, as the original gives it.
+pub(super) fn trial_result(
+    outcome: Result<Option<Value>, mcpgraph_runtime::Failure>,
+    time: f64,
+    evaluated: Option<Value>,
+) -> Value {
+    match outcome {
+        Ok(output) => {
+            let mut out = json!({"output": output, "executionTime": time});
+            if let Some(sent) = evaluated {
+                out["evaluatedArgs"] = sent;
+            }
+            out
+        }
+        Err(failure) => json!({
+            "output": null,
+            "executionTime": time,
+            "error": {"message": failure.message, "details": {"kind": failure.kind.as_str()}},
+        }),
+    }
+}
+
+/// buildGraph's result: the binary and the client configuration that starts it.
+pub(super) fn built_result(path: &Path, bytes: u64, client_config: Value) -> Value {
+    json!({
+        "path": path.display().to_string(),
+        "bytes": bytes,
+        "clientConfig": client_config,
+    })
 }
 
 /// `{message, details}` of a failed trial, as the original toolkit gives it.
@@ -671,14 +720,13 @@ fn error_object(error: &mcpgraph_runtime::EvaluateError) -> Value {
 }
 
 /// Evaluations run on a blocking thread: a heavy expression must not hold a runtime worker.
-async fn test_jsonata(args: &Map<String, Value>) -> Result<Value, Failed> {
-    let expression = args
-        .get("expression")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string();
-    let context = args.get("context").cloned().unwrap_or_else(|| json!({}));
-    let history = history_arg(args);
+async fn test_jsonata(arguments: JsonataArguments) -> Result<Value, Failed> {
+    let JsonataArguments {
+        expression,
+        context,
+        history,
+    } = arguments;
+    let history = history_records(history);
     let outcome = tokio::task::spawn_blocking(move || {
         mcpgraph_runtime::evaluate_jsonata(&expression, &context, &history)
     })
@@ -690,16 +738,19 @@ async fn test_jsonata(args: &Map<String, Value>) -> Result<Value, Failed> {
     })
 }
 
-async fn test_logic(args: &Map<String, Value>) -> Result<Value, Failed> {
-    let mut rule = args.get("expression").cloned().unwrap_or_default();
+async fn test_logic(arguments: LogicArguments) -> Result<Value, Failed> {
+    let LogicArguments {
+        expression: mut rule,
+        context,
+        history,
+    } = arguments;
     // A rule sent as JSON text is the rule it spells.
     if let Value::String(text) = &rule
         && let Ok(parsed) = serde_json::from_str::<Value>(text)
     {
         rule = parsed;
     }
-    let context = args.get("context").cloned().unwrap_or_else(|| json!({}));
-    let history = history_arg(args);
+    let history = history_records(history);
     let outcome = tokio::task::spawn_blocking(move || {
         mcpgraph_runtime::evaluate_logic(&rule, &context, &history)
     })
@@ -769,11 +820,11 @@ impl ServerHandler for Toolkit {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(self.inner.tools.clone()))
+        Ok(ListToolsResult::with_all_items(self.inner.tools.tools()))
     }
 
     fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
-        self.inner.tools.iter().find(|t| t.name == name).cloned()
+        self.inner.tools.find(name).map(|entry| entry.tool.clone())
     }
 
     async fn call_tool(
@@ -781,21 +832,14 @@ impl ServerHandler for Toolkit {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let Some(tool) = self.get_tool(&request.name) else {
-            return Err(ErrorData::invalid_params(
+        let context = CallContext::of(&context);
+        let arguments = request.arguments.unwrap_or_default();
+        match self.call(&request.name, arguments, &context).await {
+            Some(result) => Ok(result.into()),
+            None => Err(ErrorData::invalid_params(
                 format!("Unknown tool: {}", request.name),
                 None,
-            ));
-        };
-        let args = request.arguments.unwrap_or_default();
-        let outcome = match tools::check_arguments(&tool, &args) {
-            Ok(()) => self.dispatch(&request.name, args, &context).await,
-            Err(failed) => Err(failed),
-        };
-        Ok(match outcome {
-            Ok(value) => success(value),
-            Err(failed) => failure(failed),
+            )),
         }
-        .into())
     }
 }

@@ -2,18 +2,20 @@
 //!
 //! [`Store::edit`] reads the file, makes the edit with `mcpgraph_compiler::edit::apply` (the
 //! splice and the compiler's check, with the `-m` file and the lock file beside the graph), and
-//! writes the new text atomically: a temporary file in the graph's directory, given the graph's
-//! permissions, then renamed over it, so a reader (`serve --watch`, an editor) sees the old text
-//! or the new one, never half of one. All of it happens under one mutex, so two concurrent edits
-//! both land, one after the other, each on the text the other left. A refused edit, or one that
-//! cannot be written, leaves the file byte-for-byte as it was, and comes back as a [`Refusal`].
+//! writes the new text atomically (`crate::atomic_write`: a temporary file in the graph's
+//! directory, given the graph's permissions, then renamed over it), so a reader (`serve
+//! --watch`, an editor) sees the old text or the new one, never half of one. All of it happens
+//! under one mutex, so two concurrent edits both land, one after the other, each on the text the
+//! other left. A refused edit, or one that cannot be written, leaves the file byte-for-byte as it
+//! was, and comes back as a [`Refusal`].
 
-use mcpgraph_compiler::SourceFile;
 use mcpgraph_compiler::edit::{self, Edit, Proposed, Refusal};
+use mcpgraph_compiler::{LockFile, Project, SourceFile};
 use serde_json::Value;
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::path::PathBuf;
+
+/// The mode of a graph file that is gone by the time its edit is written, less the umask.
+const NEW_FILE_MODE: u32 = 0o666;
 
 /// An edit whose parts the store owns (what the toolkit's tools receive), for [`Store::edit`].
 #[derive(Debug, Clone)]
@@ -67,9 +69,14 @@ impl Store {
         };
         // An unreadable lock file is the same problem before and after the edit: the edit is
         // checked without it (`check` reports it).
-        let lock = mcpgraph_compiler::lock::read_beside(&self.graph).and_then(Result::ok);
+        let lock = match Project::new(&self.graph, self.mcp.clone()).read_lock() {
+            LockFile::Read(lock) => Some(lock),
+            LockFile::Absent | LockFile::Unreadable(_) => None,
+        };
         let proposed = edit::apply(&file, mcp.as_ref(), lock.as_ref(), edit.borrowed())?;
-        write_atomically(&self.graph, &proposed.text).map_err(|e| {
+        let written =
+            crate::atomic_write::write(&self.graph, proposed.text.as_bytes(), NEW_FILE_MODE);
+        written.map_err(|e| {
             refusal(format!(
                 "the edit was checked but could not be written to {}: {e}; the file is unchanged",
                 self.graph.display()
@@ -85,39 +92,6 @@ fn refusal(message: String) -> Refusal {
         diagnostics: Vec::new(),
         tool_text: None,
     }
-}
-
-/// Replaces the file at `path` (the file a symbolic link points to, when it is one) with `text`
-/// in one rename, keeping its permissions.
-fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let target = std::fs::canonicalize(path)?;
-    let permissions = std::fs::metadata(&target)?.permissions();
-    let dir = target.parent().unwrap_or(Path::new("."));
-    let name = target
-        .file_name()
-        .map_or_else(|| "graph".into(), |n| n.to_string_lossy().into_owned());
-    let temp = dir.join(format!(
-        ".{name}.{}.{}.tmp",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
-    let written = (|| {
-        let mut out = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&temp)?;
-        out.write_all(text.as_bytes())?;
-        out.set_permissions(permissions)?;
-        out.sync_all()?;
-        drop(out);
-        std::fs::rename(&temp, &target)
-    })();
-    if written.is_err() {
-        // Best effort: the temporary file may not even exist.
-        let _ = std::fs::remove_file(&temp);
-    }
-    written
 }
 
 #[cfg(test)]
@@ -249,7 +223,7 @@ mod tests {
         std::fs::set_permissions(&scratch.0, std::fs::Permissions::from_mode(0o555)).unwrap();
         let before = scratch.text();
         // Root ignores directory permissions: then the edit lands, which is right too (the write
-        // error itself is tested on /proc below).
+        // error itself is tested on /proc in crate::atomic_write).
         let privileged = std::fs::write(scratch.0.join("probe"), "").is_ok();
         let _ = std::fs::remove_file(scratch.0.join("probe"));
         let result = store.edit(OwnedEdit::Add(tool("three"))).await;
@@ -265,17 +239,6 @@ mod tests {
             assert_eq!(scratch.text(), before);
             assert!(scratch.others().is_empty());
         }
-    }
-
-    /// A directory no one may create files in, root included.
-    #[cfg(target_os = "linux")]
-    #[test]
-    fn a_failed_write_is_an_error_and_leaves_the_file() {
-        let path = Path::new("/proc/self/status");
-        let before = std::fs::read(path).is_ok();
-        let error = write_atomically(path, "version: x\n").unwrap_err();
-        assert!(!error.to_string().is_empty());
-        assert!(before);
     }
 
     #[tokio::test]

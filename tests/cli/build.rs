@@ -4,7 +4,7 @@
 //! All builds share one target directory (`target/mcpgraph-test-cache`). The `graph!` side of
 //! the same corpus is the workspace member `tests/graph-macro`, compiled by the workspace build.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -193,7 +193,7 @@ fn generated_code_snapshot() {
             let expected = std::fs::read_to_string(&snapshot).unwrap_or_default();
             assert_eq!(
                 got, expected,
-                "{snapshot_dir}/{file} changed: run MCPGRAPH_BLESS=1 cargo test --test build"
+                "{snapshot_dir}/{file} changed: run MCPGRAPH_BLESS=1 cargo test --release --test cli build::"
             );
         }
         let lock = std::fs::read_to_string(out.join("Cargo.lock")).unwrap();

@@ -1,7 +1,7 @@
 //! The shared diagnostics corpus (`../shared/conformance/diagnostics`), run through the real
 //! `mcpgraph check` binary by the corpus's own runner.
 
-mod common;
+use crate::common;
 
 #[test]
 fn shared_diagnostics_corpus_passes() {

@@ -3,7 +3,7 @@
 //! scripts/test-setup) or the shared mock. Each test checks what the example promises in its
 //! header comment.
 
-mod common;
+use crate::common;
 
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};

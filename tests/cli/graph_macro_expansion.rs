@@ -3,7 +3,7 @@
 //! `MCPGRAPH_BLESS=1`). The workspace member `tests/graph-macro` compiles the same expansions
 //! under `#![deny(warnings)]`.
 
-mod common;
+use crate::common;
 
 use mcpgraph_compiler::{SourceFile, codegen, compile};
 
@@ -35,7 +35,7 @@ fn graph_macro_expansion_snapshots() {
         let expected = std::fs::read_to_string(&snapshot).unwrap_or_default();
         assert_eq!(
             got, expected,
-            "{name}: graph! expands differently: run MCPGRAPH_BLESS=1 cargo test --test graph_macro_expansion"
+            "{name}: graph! expands differently: run MCPGRAPH_BLESS=1 cargo test --release --test cli graph_macro_expansion"
         );
     }
 }
@@ -62,13 +62,14 @@ fn the_error_stub_defines_the_whole_api() {
         "pub struct SumToNInput",
         "pub n: ::std::option::Option<i64>",
         "pub struct SumToNOutput",
-        "pub struct Graph;",
-        "pub const IR: &'static str",
-        "pub fn new() -> ::std::result::Result<Self, ::std::string::String>",
-        "pub async fn call_json(",
-        "pub async fn sum_to_n(&self, _input: &SumToNInput",
+        // The generic API (`IR`, `new`, `call_json`, `serve_stdio`, ...) is the runtime's
+        // `EmbeddedGraph`, over the stub's typed tools with an empty IR.
+        "pub type Graph = ::mcpgraph_runtime::__private::EmbeddedGraph<GraphTools>;",
+        "pub struct GraphTools",
+        "impl ::mcpgraph_runtime::__private::TypedTools for GraphTools",
+        "const IR: &'static str = \"\";",
+        "pub async fn sum_to_n(&self, input: &SumToNInput",
         "-> ::std::result::Result<SumToNOutput, ::mcpgraph_runtime::__private::CallError>",
-        "pub async fn serve_stdio(self)",
     ] {
         // prettyplease wraps long signatures: compare without whitespace.
         let squeeze = |s: &str| s.split_whitespace().collect::<String>();

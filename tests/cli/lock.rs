@@ -2,9 +2,9 @@
 //! drift warnings at run time: against the shared mock server, a test server of our own whose
 //! contract a test changes (tests/support/lock_test_server.py), and the real npm servers.
 
-mod common;
+use crate::common;
 
-use common::{Mcp, structured};
+use crate::common::{Mcp, structured};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

@@ -233,6 +233,27 @@ impl Mcp {
         }
     }
 
+    /// The first notification `method` (one already read first), waiting up to `timeout` for it;
+    /// the other messages are kept in `pending`.
+    pub fn notification(&mut self, method: &str, timeout: Duration) -> Value {
+        let is_it = |m: &Value| m["method"] == method && m.get("id").is_none();
+        if let Some(i) = self.pending.iter().position(is_it) {
+            return self.pending.remove(i);
+        }
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(m) if is_it(&m) => return m,
+                Ok(m) => self.pending.push(m),
+                Err(RecvTimeoutError::Timeout) => panic!("no {method} within {timeout:?}"),
+                Err(RecvTimeoutError::Disconnected) => {
+                    panic!("the server closed stdout before sending {method}")
+                }
+            }
+        }
+    }
+
     pub fn request(&mut self, method: &str, params: Value) -> Value {
         let id = self.send_request(method, params);
         self.response(id, Duration::from_secs(60))

@@ -10,7 +10,7 @@
 //! - Against `--sessions`, the scenarios that need a session (in the stateless baseline for
 //!   that reason), each of which must pass outright.
 
-mod common;
+use crate::common;
 
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read};
@@ -34,7 +34,7 @@ fn active_suite_passes_on_a_stateless_server_but_for_the_baseline() {
     active_suite_passes("active", &HttpServer::start(&[]));
 }
 
-/// The same suite against a server built by `mcpgraph build --static` (in tests/build.rs's
+/// The same suite against a server built by `mcpgraph build --static` (in tests/cli/build.rs's
 /// shared cache, so the runtime is compiled once for all of them), which must also answer the
 /// Python `mcp` client in both protocol eras.
 #[test]
@@ -48,7 +48,7 @@ fn a_built_static_server_passes_it_too() {
         .arg("-o")
         .arg(&binary)
         .arg("--static")
-        // Exactly tests/build.rs's environment, or cargo compiles the runtime again.
+        // Exactly tests/cli/build.rs's environment, or cargo compiles the runtime again.
         .envs(common::SHARED_BUILD_ENV.iter().copied())
         .status()
         .expect("mcpgraph build runs");

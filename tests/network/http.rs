@@ -3,9 +3,9 @@
 //! through raw HTTP/1.1 requests, what operators read (`/metrics`, JSON call logs), and the
 //! SIGTERM drain.
 
-mod common;
+use crate::common;
 
-use common::raw_http::Response;
+use crate::common::raw_http::Response;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
 use std::net::TcpStream;

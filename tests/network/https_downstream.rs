@@ -3,9 +3,9 @@
 //! reaches it when it trusts the CA through its server's `caFile` or `SSL_CERT_FILE`, and
 //! without the CA the call fails saying what is wrong with the certificate.
 
-mod common;
+use crate::common;
 
-use common::nginx::{Nginx, free_port};
+use crate::common::nginx::{Nginx, free_port};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};

@@ -4,9 +4,9 @@
 //! no call may fail. Also: a question (`ask`) answered through input_required rounds that nginx
 //! spreads over replicas sharing the request-state key.
 
-mod common;
+use crate::common;
 
-use common::nginx::Nginx;
+use crate::common::nginx::Nginx;
 use mcpgraph_runtime::rmcp::ServiceExt;
 use mcpgraph_runtime::rmcp::model::CallToolRequestParams;
 use mcpgraph_runtime::rmcp::transport::StreamableHttpClientTransport;

@@ -3,11 +3,11 @@
 //! stepped node by node with every event in order, the records and the context each node saw,
 //! stop, pause, start-paused runs, breakpoints changed during a run, the security checks, and
 //! edits of the file on disk followed live (broken ones reported with their lines).
-//! The page itself is tested in a real browser by tests/studio_browser.rs.
+//! The page itself is tested in a real browser by tests/network/studio_browser.rs.
 
-mod common;
+use crate::common;
 
-use common::raw_http::{Chunked, Response, parse_head};
+use crate::common::raw_http::{Chunked, Response, parse_head};
 use serde_json::{Value, json};
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -1621,4 +1621,147 @@ fn bodies_over_2_mib_are_refused() {
         }
     };
     assert_eq!(first["run"], json!(accepted), "{}", events.dump());
+}
+
+/// Node ids that read like the labels of reports (tests/graphs/hostile_ids.yaml): `fetch[0]` is a
+/// transform and item 0 of the map `fetch`, `a.b` a parallel and branch `b` of the parallel `a`,
+/// and `inner`, called from every item and branch, has nodes `with space`, `x › y` and `a.b` too.
+/// The run shows the tool's own nodes as records and node events, each item and branch on its
+/// pseudo node of the drawing (`fetch/call`, `a/b`, `a.b/x › y`, `a.b/with space`), and nothing
+/// of `inner`'s nodes: no node counts a report that was not its own.
+#[test]
+fn node_ids_that_read_like_labels_are_told_apart() {
+    /// Summary lines, as [`summary`] writes them.
+    fn lines(texts: &[&str]) -> Vec<String> {
+        texts.iter().map(|text| text.to_string()).collect()
+    }
+    let workspace = Workspace::new("hostile-ids");
+    let graph_text =
+        std::fs::read_to_string(common::root().join("tests/graphs/hostile_ids.yaml")).unwrap();
+    workspace.write("hostile_ids.yaml", &graph_text);
+    let studio = Studio::start(&workspace.dir, "hostile_ids.yaml", &[]);
+    let mut events = studio.events();
+    let graph = studio.graph();
+    assert_eq!(graph["checks"], json!(true), "{graph}");
+    assert_eq!(graph["diagnostics"], json!([]), "{graph}");
+
+    let run = studio.start_run(json!({"tool": "hostile", "arguments": {"n": 1}}));
+    let all = events.until_end(run);
+    let expected = [
+        ran("entry", 1, 0),
+        ran("fetch[0]", 1, 1),
+        lines(&[
+            "node fetch running",
+            "node fetch/call done 1",
+            "node fetch/call done 2",
+            "node fetch done 1",
+            "record 2 fetch",
+            "node a running",
+            "node a/b done 1",
+            "node a done 1",
+            "record 3 a",
+            "node a.b running",
+            "node a.b/x › y done 1",
+            "node a.b/with space done 1",
+            "node a.b done 1",
+            "record 4 a.b",
+        ]),
+        ran("x › y", 1, 5),
+        ran("with space", 1, 6),
+        lines(&["end done"]),
+    ]
+    .concat();
+    assert_eq!(summary(&all), expected, "{}", events.dump());
+    check_event_fields(&all);
+    let recorded: Vec<(&str, &str)> = all
+        .iter()
+        .filter(|e| e["type"] == "record")
+        .map(|e| {
+            (
+                e["record"]["node"].as_str().unwrap_or("?"),
+                e["record"]["type"].as_str().unwrap_or("?"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        recorded,
+        [
+            ("entry", "entry"),
+            ("fetch[0]", "transform"),
+            ("fetch", "map"),
+            ("a", "parallel"),
+            ("a.b", "parallel"),
+            ("x › y", "transform"),
+            ("with space", "exit"),
+        ],
+        "{}",
+        events.dump()
+    );
+    let result = json!({"fetched": [10, 20], "a": 10, "ab": [20, 100]});
+    assert_eq!(all.last().unwrap()["result"], result, "{}", events.dump());
+
+    // The run's final node states: every own node once, the map's call once per item, each
+    // branch once. `with space`, `x › y` and `a.b` ran five times more each inside `inner`,
+    // which is not drawn.
+    let state = studio.run(run);
+    assert_eq!(state["state"], "done", "{state}");
+    let mut nodes: Vec<(String, String, u64)> = state["nodes"]
+        .as_object()
+        .unwrap_or_else(|| panic!("no nodes: {state}"))
+        .iter()
+        .map(|(id, node)| {
+            (
+                id.clone(),
+                node["state"].as_str().unwrap_or("?").to_string(),
+                node["count"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    nodes.sort();
+    let mut expected_nodes: Vec<(String, String, u64)> = [
+        ("entry", 1),
+        ("fetch[0]", 1),
+        ("fetch", 1),
+        ("fetch/call", 2),
+        ("a", 1),
+        ("a/b", 1),
+        ("a.b", 1),
+        ("a.b/x › y", 1),
+        ("a.b/with space", 1),
+        ("x › y", 1),
+        ("with space", 1),
+    ]
+    .iter()
+    .map(|(id, count)| (id.to_string(), "done".to_string(), *count))
+    .collect();
+    expected_nodes.sort();
+    assert_eq!(nodes, expected_nodes, "{state}");
+    // Every node state is a box of the drawing, and every box of the drawing ran.
+    let mut drawn: Vec<String> = nodes_of(&graph, "hostile")
+        .iter()
+        .map(|n| n["id"].as_str().unwrap_or("?").to_string())
+        .collect();
+    drawn.sort();
+    let ran_ids: Vec<String> = nodes.iter().map(|(id, ..)| id.clone()).collect();
+    assert_eq!(ran_ids, drawn, "{graph}");
+    let records: Vec<&str> = state["records"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["node"].as_str())
+        .collect();
+    assert_eq!(
+        records,
+        [
+            "entry",
+            "fetch[0]",
+            "fetch",
+            "a",
+            "a.b",
+            "x › y",
+            "with space"
+        ],
+        "{state}"
+    );
+    assert_eq!(state["result"], result, "{state}");
 }

@@ -5,7 +5,7 @@
 //! stopped, a broken save flagged in the source, and no request leaving 127.0.0.1. Leaves target/studio-screenshot.png (and, with
 //! MCPGRAPH_BLESS=1, docs/studio.png).
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;

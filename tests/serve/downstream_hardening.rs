@@ -1,9 +1,9 @@
 //! Hostile or careless downstream servers: replies too large or too deep to read, servers that
 //! leave children behind, and secrets in their configuration.
 
-mod common;
+use crate::common;
 
-use common::{Mcp, structured, text};
+use crate::common::{Mcp, structured, text};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

@@ -1,9 +1,9 @@
 //! Concurrency, shutdown, cancellation, progress and crash recovery of `mcpgraph serve`, over the
 //! shared mock downstream server.
 
-mod common;
+use crate::common;
 
-use common::{Mcp, structured, text};
+use crate::common::{Mcp, structured, text};
 use serde_json::json;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

@@ -1,6 +1,6 @@
 //! A real client: the Python `mcp` package (installed by scripts/test-setup) over stdio.
 
-mod common;
+use crate::common;
 
 #[test]
 fn python_mcp_client_lists_and_calls_tools() {

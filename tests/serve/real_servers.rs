@@ -1,8 +1,8 @@
 //! Graphs over real MCP servers from npm (installed by scripts/test-setup).
 
-mod common;
+use crate::common;
 
-use common::{Mcp, structured, text};
+use crate::common::{Mcp, structured, text};
 use serde_json::json;
 
 #[test]

@@ -2,9 +2,9 @@
 //! is answered with that id, whatever the line holds; progress comes before the result; a file
 //! that cannot be read is still served. Plus a fuzz run of random and mutated JSON-RPC lines.
 
-mod common;
+use crate::common;
 
-use common::{Mcp, structured, text};
+use crate::common::{Mcp, structured, text};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::process::Stdio;

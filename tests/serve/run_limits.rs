@@ -3,9 +3,9 @@
 //! sees: the attacking call fails with the limit's error, the server lives, and other calls
 //! answer meanwhile.
 
-mod common;
+use crate::common;
 
-use common::{Mcp, structured, text};
+use crate::common::{Mcp, structured, text};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 

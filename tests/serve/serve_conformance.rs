@@ -2,7 +2,7 @@
 //! original's command line `mcpgraph -g`, through the corpus's own runner; and our own cases for
 //! the language extensions (`tests/conformance`, which the original cannot run) against `serve`.
 
-mod common;
+use crate::common;
 
 fn run_corpus(command: &[&str]) {
     let mut args = vec!["--"];

@@ -2,9 +2,9 @@
 //! scripts/test-setup): a whole authoring session, in tests/support/toolkit_session.py, on a
 //! copy of a graph with comments and the shared mock server in an `-m` file.
 
-mod common;
+use crate::common;
 
-use common::Mcp;
+use crate::common::Mcp;
 use serde_json::json;
 use std::path::PathBuf;
 
@@ -110,7 +110,7 @@ fn the_handshake_and_a_missing_argument() {
 
 /// `buildGraph` builds a native server with `mcpgraph build`'s driver: progress notifications
 /// while cargo runs, all before the result, which carries the client configuration; the binary
-/// it built answers a call. The build cache and the `--static` flavour are tests/build.rs's, so
+/// it built answers a call. The build cache and the `--static` flavour are tests/cli/build.rs's, so
 /// the runtime is compiled once for both.
 #[test]
 fn build_graph_builds_a_server_that_answers() {
@@ -120,7 +120,7 @@ fn build_graph_builds_a_server_that_answers() {
         dir.join("graph.yaml"),
     )
     .expect("copy the graph");
-    // tests/build.rs's cache and cargo settings: anything else compiles the tree again.
+    // tests/cli/build.rs's cache and cargo settings: anything else compiles the tree again.
     let mut toolkit = Mcp::start(&["toolkit", "graph.yaml"], &dir, common::SHARED_BUILD_ENV);
     let id = toolkit.send_request(
         "tools/call",

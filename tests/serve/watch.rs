@@ -1,10 +1,13 @@
 //! `mcpgraph serve --watch` with a real client, the Python `mcp` package (installed by
 //! scripts/test-setup): new versions served live, calls in flight finished on the old one, broken
-//! saves reported while the last good version keeps serving (tests/support/watch_client.py).
+//! saves reported while the last good version keeps serving (tests/support/watch_client.py);
+//! and, with the Rust stdio client, that saves do not add threads.
 
-mod common;
+use crate::common;
 
+use serde_json::json;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// Version 1: `slow` naps through the mock server, then says which version ran it.
 const V1: &str = r#"version: "1.0"
@@ -104,5 +107,112 @@ fn a_graph_broken_at_start_is_served_once_fixed() {
 fn a_subscription_hears_of_a_new_version() {
     let dir = workspace("listen", V1);
     run_client(&dir, "listen");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Version `n` of a graph whose one tool has the mock server echo `n`: every save is a new
+/// engine that calls downstream, so each of its calls goes to the run workers.
+fn numbered(n: usize) -> String {
+    format!(
+        r#"version: "1.0"
+server: {{ name: "watched", version: "1.0.0" }}
+tools:
+  - name: "which"
+    description: "Has the mock server echo this version's number"
+    inputSchema: {{ type: object }}
+    nodes:
+      - {{ id: entry, type: entry, next: echo }}
+      - {{ id: echo, type: mcp, server: mock, tool: echo, args: {{ version: {n} }}, next: exit }}
+      - {{ id: exit, type: exit }}
+"#
+    )
+}
+
+/// Saves `text` as DIR/g.yaml the way editors do: a new file renamed over the old one.
+fn save(dir: &Path, text: &str) {
+    let temp = dir.join(".g.yaml.swp");
+    std::fs::write(&temp, text).unwrap();
+    std::fs::rename(&temp, dir.join("g.yaml")).unwrap();
+}
+
+/// The threads of process `pid` (Linux): id and name, from /proc/PID/task, sorted. A thread that
+/// ends while they are read is left out.
+fn threads(pid: u32) -> Vec<(u32, String)> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("/proc lists the threads");
+    let mut threads: Vec<(u32, String)> = tasks
+        .flatten()
+        .filter_map(|task| {
+            let id = task.file_name().to_str()?.parse().ok()?;
+            let name = std::fs::read_to_string(task.path().join("comm")).ok()?;
+            Some((id, name.trim_end().to_string()))
+        })
+        .collect();
+    threads.sort();
+    threads
+}
+
+/// tokio names its runtime's workers and its blocking-pool threads alike (`tokio-rt-worker` in
+/// the version locked here; `tokio-runtime-worker`, cut to 15 bytes in /proc, in older ones).
+fn is_tokio(thread: &(u32, String)) -> bool {
+    thread.1.starts_with("tokio-")
+}
+
+/// How many saves the test makes. Each takes about half a second to be served (a change is
+/// taken on the second 250 ms poll that sees it, docs/watch.md), so more would only make the
+/// test slower: a pool per save shows at the first one (new worker threads), and would add a
+/// core's worth of threads each time while the replaced version lives.
+const SAVES: usize = 10;
+
+/// Every engine of the process runs on one pool of workers: after saves, each served and its
+/// tool called through the workers, the process has the same threads as before (the same ids:
+/// the workers are the ones started at the beginning, not new ones), give or take tokio's
+/// blocking-pool threads.
+#[test]
+fn saves_under_watch_start_no_threads() {
+    let dir = workspace("threads", &numbered(0));
+    let mut server =
+        common::Mcp::start(&["serve", "g.yaml", "-m", "mcp.json", "--watch"], &dir, &[]);
+    let answer = server.call("which", json!({}));
+    assert_eq!(
+        common::structured(&answer),
+        &json!({"received": {"version": 0}}),
+        "{answer}"
+    );
+    let pid = server.child.id();
+    let before = threads(pid);
+    assert!(
+        before.iter().any(|t| t.1.starts_with("mcpgraph-run-")),
+        "the call went to no run worker: {before:?}"
+    );
+
+    for n in 1..=SAVES {
+        save(&dir, &numbered(n));
+        server.notification("notifications/tools/list_changed", Duration::from_secs(10));
+        let answer = server.call("which", json!({}));
+        assert_eq!(
+            common::structured(&answer),
+            &json!({"received": {"version": n}}),
+            "save {n} was not served: {answer}"
+        );
+    }
+
+    let after = threads(pid);
+    let (tokio_before, others_before): (Vec<_>, Vec<_>) = before.iter().partition(|t| is_tokio(t));
+    let (tokio_after, others_after): (Vec<_>, Vec<_>) = after.iter().partition(|t| is_tokio(t));
+    assert_eq!(
+        others_after, others_before,
+        "the threads that are not tokio's (the main thread, the run workers, the watchdog) \
+         changed with the saves"
+    );
+    // tokio's blocking-pool threads read stdin, write stdout and read the watched files; an idle
+    // one lingers 10 s, so their number follows how many were busy at once lately, not how many
+    // versions were served. A few more than before is that; one pool per save would be more.
+    assert!(
+        tokio_after.len() <= tokio_before.len() + 4,
+        "tokio's threads went from {} to {}",
+        tokio_before.len(),
+        tokio_after.len()
+    );
+    drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,4 +1,4 @@
-"""A real MCP client (the Python `mcp` package) against `mcpgraph serve --http`, for tests/http.rs.
+"""A real MCP client (the Python `mcp` package) against `mcpgraph serve --http`, for tests/network/http.rs.
 Prints one JSON object on stdout describing what the client saw; the Rust test asserts on it.
 
     http_client.py tour MODE LOOP_URL SLOW_URL MOCK_LOG

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A stdio MCP server whose contract comes from a JSON file, for the lock tests (tests/lock.rs).
+"""A stdio MCP server whose contract comes from a JSON file, for the lock tests (tests/cli/lock.rs).
 
 $LOCK_TEST_CONTRACT names the file, read at every request so a test can change the server
 between runs:

@@ -1,13 +1,19 @@
 """A full authoring session with the real Python `mcp` client against `mcpgraph toolkit`:
 discover the servers, try expressions and a call, add an invalid tool (refused, the file's bytes
 unchanged), add a valid one, run it and read its history, stop it at a breakpoint, update it,
-add two tools at once, delete one. Prints "ok" on success.
+add two tools at once, delete one, lock the servers the graph calls (a lock that cannot be
+written fails with what was found). Failures fit their tool's outputSchema as successes do (the
+client validates only successes, so the session validates failures itself). Prints "ok" on
+success.
 
 argv: mcpgraph binary, graph file (a copy with comments, whose own server is `own`), MCP file
 (whose server is `mock`)."""
 import asyncio
 import json
+import os
 import sys
+
+import jsonschema
 
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -67,7 +73,9 @@ async def main(binary, graph, mcp_file):
         async with ClientSession(read, write) as session:
             init = await session.initialize()
             assert field(init, "server_info", "serverInfo").name == "mcpgraphtoolkit", init
-            listed = [t.name for t in (await session.list_tools()).tools]
+            advertised = (await session.list_tools()).tools
+            listed = [t.name for t in advertised]
+            schemas = {t.name: field(t, "output_schema", "outputSchema") for t in advertised}
             for name in ["getGraphServer", "listGraphTools", "getGraphTool", "listMcpServers",
                          "listMcpServerTools", "getMcpServerTool", "addGraphTool", "updateGraphTool",
                          "deleteGraphTool", "runGraphTool", "testJSONata", "testJSONLogic",
@@ -120,6 +128,7 @@ async def main(binary, graph, mcp_file):
             tool_lines = refused["toolText"].splitlines()
             assert "exitt" in tool_lines[wrong_next[0]["line"] - 1], (wrong_next, tool_lines)
             assert file_bytes() == before, "a refused edit changed the file"
+            jsonschema.validate(refused, schemas["addGraphTool"])
 
             # A valid tool: added, listed, run, its history read.
             added = await tk.ok("addGraphTool", {"tool": echo_tool("scaled", 2)})
@@ -156,6 +165,7 @@ async def main(binary, graph, mcp_file):
             assert failed["error"]["kind"] == "tool" and failed["error"]["nodeId"] == "boom", failed
             assert [r["nodeId"] for r in failed["executionHistory"]] == ["entry", "boom"], failed
             assert failed["executionHistory"][1]["output"] is None, failed
+            jsonschema.validate(failed, schemas["runGraphTool"])
             assert (await tk.ok("listGraphTools"))["items"][-1]["name"] == "scaled", "an inline run wrote the file"
             both = await tk.fails("runGraphTool", {"toolName": "scaled", "toolDefinition": failing, "arguments": {}})
             assert both["error"]["message"] == "Cannot specify both toolName and toolDefinition", both
@@ -184,6 +194,32 @@ async def main(binary, graph, mcp_file):
             gone = await tk.fails("getGraphTool", {"toolName": "scaled"})
             assert gone["error"]["message"] == 'Tool "scaled" not found', gone
             assert (await tk.fails("getGraphTool", {}))["error"]["message"] == "toolName is required"
+
+            # Locking: the servers the graph calls (`mock`, through `first` and `second`; `own` is
+            # called by no tool) read and locked beside the graph. A directory where the lock goes
+            # makes the write fail: an isError result with what was found, which fits lockGraph's
+            # outputSchema as a success does (the client checks only successes).
+            lock_path = os.path.join(os.path.dirname(graph), "graph.lock.json")
+            os.mkdir(lock_path)
+            blocked = await tk.fails("lockGraph")
+            os.rmdir(lock_path)
+            assert "cannot write" in blocked["error"]["message"], blocked
+            assert blocked["written"] is False, blocked
+            assert blocked["servers"]["mock"]["status"] == "locked", blocked
+            jsonschema.validate(blocked, schemas["lockGraph"])
+            locked = await tk.ok("lockGraph")
+            assert os.path.samefile(locked["lockFile"], lock_path), locked
+            assert locked["written"] is True and locked["upToDate"] is False, locked
+            assert set(locked["servers"]) == {"mock"}, locked
+            mock = locked["servers"]["mock"]
+            assert mock["status"] == "locked" and "echo" in mock["tools"], mock
+            assert mock["serverInfo"]["name"] == "mock", mock
+            assert "drift" not in mock, "the first lock has no previous entry to differ from"
+            assert locked["errors"] == 0, locked
+            again = await tk.ok("lockGraph")
+            assert again["upToDate"] is True and again["written"] is False, again
+            assert again["servers"]["mock"]["drift"] == {"tools": []}, again
+            assert (await tk.ok("checkGraph"))["errors"] == 0
 
     text = file_bytes().decode()
     for comment in ["# The authoring session's graph", "# The graph's own copy", "# A tool that was here",

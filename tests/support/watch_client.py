@@ -1,4 +1,4 @@
-"""A real MCP client (the Python `mcp` package) against `mcpgraph serve g.yaml --watch` (tests/watch.rs).
+"""A real MCP client (the Python `mcp` package) against `mcpgraph serve g.yaml --watch` (tests/serve/watch.rs).
 
 Usage: watch_client.py MCPGRAPH DIR MODE
 

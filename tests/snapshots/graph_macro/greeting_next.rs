@@ -49,112 +49,32 @@ pub struct GreetOutput {
     >,
 }
 /// The graph of `examples/greeting_next.yaml`, checked at compile time.
-pub struct Graph {
-    engine: ::std::sync::Arc<::mcpgraph_runtime::__private::Engine>,
-    asker: ::std::option::Option<::mcpgraph_runtime::__private::Asker>,
+pub type Graph = ::mcpgraph_runtime::__private::EmbeddedGraph<GraphTools>;
+/// The typed tools of [`Graph`], one method per tool, called on a `Graph` (which
+/// dereferences to them).
+pub struct GraphTools {
+    __mcpg_handle: ::mcpgraph_runtime::__private::GraphHandle,
 }
-impl Graph {
-    /// The checked graph, as the runtime reads it.
-    pub const IR: &'static str = "<the graph's IR as JSON>";
-    /// Prepares the graph: no server starts and nothing runs until a tool is called.
-    /// Calls run inside a multi-threaded tokio runtime, where downstream servers are
-    /// started on first use.
-    pub fn new() -> ::std::result::Result<Self, ::std::string::String> {
-        let __mcpg_graph: ::mcpgraph_runtime::__private::Graph = ::mcpgraph_runtime::__private::serde_json::from_str(
-                Self::IR,
-            )
-            .map_err(|e| e.to_string())?;
-        let __mcpg_engine = ::mcpgraph_runtime::__private::Engine::load(__mcpg_graph)
-            .map_err(|e| e.to_string())?;
-        ::std::result::Result::Ok(Graph {
-            engine: ::std::sync::Arc::new(__mcpg_engine),
-            asker: ::std::option::Option::None,
-        })
+impl ::mcpgraph_runtime::__private::TypedTools for GraphTools {
+    const IR: &'static str = "<the graph's IR as JSON>";
+    fn from_handle(__mcpg_handle: ::mcpgraph_runtime::__private::GraphHandle) -> Self {
+        Self { __mcpg_handle }
     }
-    /// Answers the graph's `ask` nodes with `answer` (without it they fail with kind
-    /// `unavailable`): the accepted content, or a refusal.
-    pub fn with_answers<F, Fut>(mut self, answer: F) -> Self
-    where
-        F: ::std::ops::Fn(::mcpgraph_runtime::__private::Question) -> Fut
-            + ::std::marker::Send + ::std::marker::Sync + 'static,
-        Fut: ::std::future::Future<
-                Output = ::std::result::Result<
-                    ::mcpgraph_runtime::__private::serde_json::Value,
-                    ::mcpgraph_runtime::__private::Refusal,
-                >,
-            > + ::std::marker::Send + 'static,
-    {
-        self.asker = ::std::option::Option::Some(
-            ::std::sync::Arc::new(move |question| {
-                ::std::boxed::Box::pin(answer(question))
-                    as ::std::pin::Pin<
-                        ::std::boxed::Box<
-                            dyn ::std::future::Future<Output = _> + ::std::marker::Send,
-                        >,
-                    >
-            }),
-        );
-        self
+    fn handle(&self) -> &::mcpgraph_runtime::__private::GraphHandle {
+        &self.__mcpg_handle
     }
-    /// Calls a tool by name with JSON arguments, as an MCP client would.
-    pub async fn call_json(
-        &self,
-        tool: &str,
-        arguments: ::mcpgraph_runtime::__private::serde_json::Map<
-            ::std::string::String,
-            ::mcpgraph_runtime::__private::serde_json::Value,
-        >,
-    ) -> ::std::result::Result<
-        ::mcpgraph_runtime::__private::serde_json::Value,
-        ::mcpgraph_runtime::__private::CallError,
-    > {
-        let __mcpg_options = ::mcpgraph_runtime::__private::CallOptions {
-            asker: self.asker.clone(),
-            ..::std::default::Default::default()
-        };
-        self.engine.call_with(tool, arguments, __mcpg_options).await
-    }
+}
+impl GraphTools {
     /// Calls tool `greet` (examples/greeting_next.yaml:9:11): Greets someone, formally or not
     pub async fn greet(
         &self,
         input: &GreetInput,
     ) -> ::std::result::Result<GreetOutput, ::mcpgraph_runtime::__private::CallError> {
-        let __mcpg_args = match ::mcpgraph_runtime::__private::serde_json::to_value(
-            input,
-        ) {
-            ::std::result::Result::Ok(
-                ::mcpgraph_runtime::__private::serde_json::Value::Object(map),
-            ) => map,
-            _ => ::mcpgraph_runtime::__private::serde_json::Map::new(),
-        };
-        let __mcpg_value = self.call_json("greet", __mcpg_args).await?;
-        ::mcpgraph_runtime::__private::serde_json::from_value(__mcpg_value)
-            .map_err(|e| {
-                ::mcpgraph_runtime::__private::CallError::InvalidResult {
-                    tool: "greet".to_string(),
-                    violations: ::std::vec![e.to_string()],
-                }
-            })
-    }
-    /// Serves the graph over stdio, exactly as `mcpgraph serve` does, until stdin closes.
-    pub async fn serve_stdio(self) -> ::std::result::Result<(), ::std::string::String> {
-        ::mcpgraph_runtime::__private::serve_stdio(
-                ::mcpgraph_runtime::__private::GraphServer::new(self.engine),
+        ::mcpgraph_runtime::__private::GraphHandle::call(
+                &self.__mcpg_handle,
+                "greet",
+                input,
             )
             .await
-            .map_err(|e| e.to_string())
-    }
-    /// Serves the graph over streamable HTTP, exactly as `mcpgraph serve --http` does,
-    /// until SIGTERM or SIGINT, then drains the calls in flight.
-    pub async fn serve_http(
-        self,
-        options: ::mcpgraph_runtime::__private::HttpOptions,
-    ) -> ::std::result::Result<(), ::std::string::String> {
-        ::mcpgraph_runtime::__private::serve_http(
-                ::mcpgraph_runtime::__private::GraphServer::new(self.engine),
-                options,
-            )
-            .await
-            .map_err(|e| e.to_string())
     }
 }

@@ -1347,202 +1347,93 @@ pub struct GraphOutput3 {
     >,
 }
 /// The graph of `tests/graphs/hostile_names.yaml`, checked at compile time.
-pub struct Graph {
-    engine: ::std::sync::Arc<::mcpgraph_runtime::__private::Engine>,
-    asker: ::std::option::Option<::mcpgraph_runtime::__private::Asker>,
+pub type Graph = ::mcpgraph_runtime::__private::EmbeddedGraph<GraphTools>;
+/// The typed tools of [`Graph`], one method per tool, called on a `Graph` (which
+/// dereferences to them).
+pub struct GraphTools {
+    __mcpg_handle: ::mcpgraph_runtime::__private::GraphHandle,
 }
-impl Graph {
-    /// The checked graph, as the runtime reads it.
-    pub const IR: &'static str = "<the graph's IR as JSON>";
-    /// Prepares the graph: no server starts and nothing runs until a tool is called.
-    /// Calls run inside a multi-threaded tokio runtime, where downstream servers are
-    /// started on first use.
-    pub fn new() -> ::std::result::Result<Self, ::std::string::String> {
-        let __mcpg_graph: ::mcpgraph_runtime::__private::Graph = ::mcpgraph_runtime::__private::serde_json::from_str(
-                Self::IR,
-            )
-            .map_err(|e| e.to_string())?;
-        let __mcpg_engine = ::mcpgraph_runtime::__private::Engine::load(__mcpg_graph)
-            .map_err(|e| e.to_string())?;
-        ::std::result::Result::Ok(Graph {
-            engine: ::std::sync::Arc::new(__mcpg_engine),
-            asker: ::std::option::Option::None,
-        })
+impl ::mcpgraph_runtime::__private::TypedTools for GraphTools {
+    const IR: &'static str = "<the graph's IR as JSON>";
+    fn from_handle(__mcpg_handle: ::mcpgraph_runtime::__private::GraphHandle) -> Self {
+        Self { __mcpg_handle }
     }
-    /// Answers the graph's `ask` nodes with `answer` (without it they fail with kind
-    /// `unavailable`): the accepted content, or a refusal.
-    pub fn with_answers<F, Fut>(mut self, answer: F) -> Self
-    where
-        F: ::std::ops::Fn(::mcpgraph_runtime::__private::Question) -> Fut
-            + ::std::marker::Send + ::std::marker::Sync + 'static,
-        Fut: ::std::future::Future<
-                Output = ::std::result::Result<
-                    ::mcpgraph_runtime::__private::serde_json::Value,
-                    ::mcpgraph_runtime::__private::Refusal,
-                >,
-            > + ::std::marker::Send + 'static,
-    {
-        self.asker = ::std::option::Option::Some(
-            ::std::sync::Arc::new(move |question| {
-                ::std::boxed::Box::pin(answer(question))
-                    as ::std::pin::Pin<
-                        ::std::boxed::Box<
-                            dyn ::std::future::Future<Output = _> + ::std::marker::Send,
-                        >,
-                    >
-            }),
-        );
-        self
+    fn handle(&self) -> &::mcpgraph_runtime::__private::GraphHandle {
+        &self.__mcpg_handle
     }
-    /// Calls a tool by name with JSON arguments, as an MCP client would.
-    pub async fn call_json(
-        &self,
-        tool: &str,
-        arguments: ::mcpgraph_runtime::__private::serde_json::Map<
-            ::std::string::String,
-            ::mcpgraph_runtime::__private::serde_json::Value,
-        >,
-    ) -> ::std::result::Result<
-        ::mcpgraph_runtime::__private::serde_json::Value,
-        ::mcpgraph_runtime::__private::CallError,
-    > {
-        let __mcpg_options = ::mcpgraph_runtime::__private::CallOptions {
-            asker: self.asker.clone(),
-            ..::std::default::Default::default()
-        };
-        self.engine.call_with(tool, arguments, __mcpg_options).await
-    }
+}
+impl GraphTools {
     /// Calls tool `graph` (tests/graphs/hostile_names.yaml:8:11): Echoes its arguments, tagged with the tool name graph
     pub async fn graph(
         &self,
         input: &GraphInput,
     ) -> ::std::result::Result<GraphOutput, ::mcpgraph_runtime::__private::CallError> {
-        let __mcpg_args = match ::mcpgraph_runtime::__private::serde_json::to_value(
-            input,
-        ) {
-            ::std::result::Result::Ok(
-                ::mcpgraph_runtime::__private::serde_json::Value::Object(map),
-            ) => map,
-            _ => ::mcpgraph_runtime::__private::serde_json::Map::new(),
-        };
-        let __mcpg_value = self.call_json("graph", __mcpg_args).await?;
-        ::mcpgraph_runtime::__private::serde_json::from_value(__mcpg_value)
-            .map_err(|e| {
-                ::mcpgraph_runtime::__private::CallError::InvalidResult {
-                    tool: "graph".to_string(),
-                    violations: ::std::vec![e.to_string()],
-                }
-            })
+        ::mcpgraph_runtime::__private::GraphHandle::call(
+                &self.__mcpg_handle,
+                "graph",
+                input,
+            )
+            .await
     }
     /// Calls tool `tools` (tests/graphs/hostile_names.yaml:32:11): Echoes its arguments, tagged with the tool name tools
     pub async fn tools(
         &self,
         input: &ToolsInput,
     ) -> ::std::result::Result<ToolsOutput, ::mcpgraph_runtime::__private::CallError> {
-        let __mcpg_args = match ::mcpgraph_runtime::__private::serde_json::to_value(
-            input,
-        ) {
-            ::std::result::Result::Ok(
-                ::mcpgraph_runtime::__private::serde_json::Value::Object(map),
-            ) => map,
-            _ => ::mcpgraph_runtime::__private::serde_json::Map::new(),
-        };
-        let __mcpg_value = self.call_json("tools", __mcpg_args).await?;
-        ::mcpgraph_runtime::__private::serde_json::from_value(__mcpg_value)
-            .map_err(|e| {
-                ::mcpgraph_runtime::__private::CallError::InvalidResult {
-                    tool: "tools".to_string(),
-                    violations: ::std::vec![e.to_string()],
-                }
-            })
+        ::mcpgraph_runtime::__private::GraphHandle::call(
+                &self.__mcpg_handle,
+                "tools",
+                input,
+            )
+            .await
     }
     /// Calls tool `new` (tests/graphs/hostile_names.yaml:56:11): Echoes its arguments, tagged with the tool name new
     pub async fn new_2(
         &self,
         input: &NewInput,
     ) -> ::std::result::Result<NewOutput, ::mcpgraph_runtime::__private::CallError> {
-        let __mcpg_args = match ::mcpgraph_runtime::__private::serde_json::to_value(
-            input,
-        ) {
-            ::std::result::Result::Ok(
-                ::mcpgraph_runtime::__private::serde_json::Value::Object(map),
-            ) => map,
-            _ => ::mcpgraph_runtime::__private::serde_json::Map::new(),
-        };
-        let __mcpg_value = self.call_json("new", __mcpg_args).await?;
-        ::mcpgraph_runtime::__private::serde_json::from_value(__mcpg_value)
-            .map_err(|e| {
-                ::mcpgraph_runtime::__private::CallError::InvalidResult {
-                    tool: "new".to_string(),
-                    violations: ::std::vec![e.to_string()],
-                }
-            })
+        ::mcpgraph_runtime::__private::GraphHandle::call(
+                &self.__mcpg_handle,
+                "new",
+                input,
+            )
+            .await
     }
     /// Calls tool `sumToN` (tests/graphs/hostile_names.yaml:80:11): Echoes its arguments, tagged with the tool name sumToN
     pub async fn sum_to_n(
         &self,
         input: &SumToNInput,
     ) -> ::std::result::Result<SumToNOutput, ::mcpgraph_runtime::__private::CallError> {
-        let __mcpg_args = match ::mcpgraph_runtime::__private::serde_json::to_value(
-            input,
-        ) {
-            ::std::result::Result::Ok(
-                ::mcpgraph_runtime::__private::serde_json::Value::Object(map),
-            ) => map,
-            _ => ::mcpgraph_runtime::__private::serde_json::Map::new(),
-        };
-        let __mcpg_value = self.call_json("sumToN", __mcpg_args).await?;
-        ::mcpgraph_runtime::__private::serde_json::from_value(__mcpg_value)
-            .map_err(|e| {
-                ::mcpgraph_runtime::__private::CallError::InvalidResult {
-                    tool: "sumToN".to_string(),
-                    violations: ::std::vec![e.to_string()],
-                }
-            })
+        ::mcpgraph_runtime::__private::GraphHandle::call(
+                &self.__mcpg_handle,
+                "sumToN",
+                input,
+            )
+            .await
     }
     /// Calls tool `a-b` (tests/graphs/hostile_names.yaml:104:11): Echoes its arguments, tagged with the tool name a-b
     pub async fn a_b(
         &self,
         input: &ABInput,
     ) -> ::std::result::Result<ABOutput, ::mcpgraph_runtime::__private::CallError> {
-        let __mcpg_args = match ::mcpgraph_runtime::__private::serde_json::to_value(
-            input,
-        ) {
-            ::std::result::Result::Ok(
-                ::mcpgraph_runtime::__private::serde_json::Value::Object(map),
-            ) => map,
-            _ => ::mcpgraph_runtime::__private::serde_json::Map::new(),
-        };
-        let __mcpg_value = self.call_json("a-b", __mcpg_args).await?;
-        ::mcpgraph_runtime::__private::serde_json::from_value(__mcpg_value)
-            .map_err(|e| {
-                ::mcpgraph_runtime::__private::CallError::InvalidResult {
-                    tool: "a-b".to_string(),
-                    violations: ::std::vec![e.to_string()],
-                }
-            })
+        ::mcpgraph_runtime::__private::GraphHandle::call(
+                &self.__mcpg_handle,
+                "a-b",
+                input,
+            )
+            .await
     }
     /// Calls tool `a_b` (tests/graphs/hostile_names.yaml:128:11): Echoes its arguments, tagged with the tool name a_b
     pub async fn a_b_2(
         &self,
         input: &ABInput2,
     ) -> ::std::result::Result<ABOutput2, ::mcpgraph_runtime::__private::CallError> {
-        let __mcpg_args = match ::mcpgraph_runtime::__private::serde_json::to_value(
-            input,
-        ) {
-            ::std::result::Result::Ok(
-                ::mcpgraph_runtime::__private::serde_json::Value::Object(map),
-            ) => map,
-            _ => ::mcpgraph_runtime::__private::serde_json::Map::new(),
-        };
-        let __mcpg_value = self.call_json("a_b", __mcpg_args).await?;
-        ::mcpgraph_runtime::__private::serde_json::from_value(__mcpg_value)
-            .map_err(|e| {
-                ::mcpgraph_runtime::__private::CallError::InvalidResult {
-                    tool: "a_b".to_string(),
-                    violations: ::std::vec![e.to_string()],
-                }
-            })
+        ::mcpgraph_runtime::__private::GraphHandle::call(
+                &self.__mcpg_handle,
+                "a_b",
+                input,
+            )
+            .await
     }
     /// Calls tool `serve_stdio` (tests/graphs/hostile_names.yaml:152:11): Echoes its arguments, tagged with the tool name serve_stdio
     pub async fn serve_stdio_2(
@@ -1552,22 +1443,12 @@ impl Graph {
         ServeStdioOutput,
         ::mcpgraph_runtime::__private::CallError,
     > {
-        let __mcpg_args = match ::mcpgraph_runtime::__private::serde_json::to_value(
-            input,
-        ) {
-            ::std::result::Result::Ok(
-                ::mcpgraph_runtime::__private::serde_json::Value::Object(map),
-            ) => map,
-            _ => ::mcpgraph_runtime::__private::serde_json::Map::new(),
-        };
-        let __mcpg_value = self.call_json("serve_stdio", __mcpg_args).await?;
-        ::mcpgraph_runtime::__private::serde_json::from_value(__mcpg_value)
-            .map_err(|e| {
-                ::mcpgraph_runtime::__private::CallError::InvalidResult {
-                    tool: "serve_stdio".to_string(),
-                    violations: ::std::vec![e.to_string()],
-                }
-            })
+        ::mcpgraph_runtime::__private::GraphHandle::call(
+                &self.__mcpg_handle,
+                "serve_stdio",
+                input,
+            )
+            .await
     }
     /// Calls tool `HTTPServer` (tests/graphs/hostile_names.yaml:176:11): Echoes its arguments, tagged with the tool name HTTPServer
     pub async fn http_server(
@@ -1577,22 +1458,12 @@ impl Graph {
         HttpServerOutput,
         ::mcpgraph_runtime::__private::CallError,
     > {
-        let __mcpg_args = match ::mcpgraph_runtime::__private::serde_json::to_value(
-            input,
-        ) {
-            ::std::result::Result::Ok(
-                ::mcpgraph_runtime::__private::serde_json::Value::Object(map),
-            ) => map,
-            _ => ::mcpgraph_runtime::__private::serde_json::Map::new(),
-        };
-        let __mcpg_value = self.call_json("HTTPServer", __mcpg_args).await?;
-        ::mcpgraph_runtime::__private::serde_json::from_value(__mcpg_value)
-            .map_err(|e| {
-                ::mcpgraph_runtime::__private::CallError::InvalidResult {
-                    tool: "HTTPServer".to_string(),
-                    violations: ::std::vec![e.to_string()],
-                }
-            })
+        ::mcpgraph_runtime::__private::GraphHandle::call(
+                &self.__mcpg_handle,
+                "HTTPServer",
+                input,
+            )
+            .await
     }
     /// Calls tool `call_json` (tests/graphs/hostile_names.yaml:200:11): Echoes its arguments, tagged with the tool name call_json
     pub async fn call_json_2(
@@ -1602,88 +1473,48 @@ impl Graph {
         CallJsonOutput,
         ::mcpgraph_runtime::__private::CallError,
     > {
-        let __mcpg_args = match ::mcpgraph_runtime::__private::serde_json::to_value(
-            input,
-        ) {
-            ::std::result::Result::Ok(
-                ::mcpgraph_runtime::__private::serde_json::Value::Object(map),
-            ) => map,
-            _ => ::mcpgraph_runtime::__private::serde_json::Map::new(),
-        };
-        let __mcpg_value = self.call_json("call_json", __mcpg_args).await?;
-        ::mcpgraph_runtime::__private::serde_json::from_value(__mcpg_value)
-            .map_err(|e| {
-                ::mcpgraph_runtime::__private::CallError::InvalidResult {
-                    tool: "call_json".to_string(),
-                    violations: ::std::vec![e.to_string()],
-                }
-            })
+        ::mcpgraph_runtime::__private::GraphHandle::call(
+                &self.__mcpg_handle,
+                "call_json",
+                input,
+            )
+            .await
     }
     /// Calls tool `main` (tests/graphs/hostile_names.yaml:224:11): Echoes its arguments, tagged with the tool name main
     pub async fn main(
         &self,
         input: &MainInput,
     ) -> ::std::result::Result<MainOutput, ::mcpgraph_runtime::__private::CallError> {
-        let __mcpg_args = match ::mcpgraph_runtime::__private::serde_json::to_value(
-            input,
-        ) {
-            ::std::result::Result::Ok(
-                ::mcpgraph_runtime::__private::serde_json::Value::Object(map),
-            ) => map,
-            _ => ::mcpgraph_runtime::__private::serde_json::Map::new(),
-        };
-        let __mcpg_value = self.call_json("main", __mcpg_args).await?;
-        ::mcpgraph_runtime::__private::serde_json::from_value(__mcpg_value)
-            .map_err(|e| {
-                ::mcpgraph_runtime::__private::CallError::InvalidResult {
-                    tool: "main".to_string(),
-                    violations: ::std::vec![e.to_string()],
-                }
-            })
+        ::mcpgraph_runtime::__private::GraphHandle::call(
+                &self.__mcpg_handle,
+                "main",
+                input,
+            )
+            .await
     }
     /// Calls tool `self` (tests/graphs/hostile_names.yaml:248:11): Echoes its arguments, tagged with the tool name self
     pub async fn self_(
         &self,
         input: &SelfInput,
     ) -> ::std::result::Result<SelfOutput, ::mcpgraph_runtime::__private::CallError> {
-        let __mcpg_args = match ::mcpgraph_runtime::__private::serde_json::to_value(
-            input,
-        ) {
-            ::std::result::Result::Ok(
-                ::mcpgraph_runtime::__private::serde_json::Value::Object(map),
-            ) => map,
-            _ => ::mcpgraph_runtime::__private::serde_json::Map::new(),
-        };
-        let __mcpg_value = self.call_json("self", __mcpg_args).await?;
-        ::mcpgraph_runtime::__private::serde_json::from_value(__mcpg_value)
-            .map_err(|e| {
-                ::mcpgraph_runtime::__private::CallError::InvalidResult {
-                    tool: "self".to_string(),
-                    violations: ::std::vec![e.to_string()],
-                }
-            })
+        ::mcpgraph_runtime::__private::GraphHandle::call(
+                &self.__mcpg_handle,
+                "self",
+                input,
+            )
+            .await
     }
     /// Calls tool `type` (tests/graphs/hostile_names.yaml:272:11): Echoes its arguments, tagged with the tool name type
     pub async fn r#type(
         &self,
         input: &TypeInput,
     ) -> ::std::result::Result<TypeOutput, ::mcpgraph_runtime::__private::CallError> {
-        let __mcpg_args = match ::mcpgraph_runtime::__private::serde_json::to_value(
-            input,
-        ) {
-            ::std::result::Result::Ok(
-                ::mcpgraph_runtime::__private::serde_json::Value::Object(map),
-            ) => map,
-            _ => ::mcpgraph_runtime::__private::serde_json::Map::new(),
-        };
-        let __mcpg_value = self.call_json("type", __mcpg_args).await?;
-        ::mcpgraph_runtime::__private::serde_json::from_value(__mcpg_value)
-            .map_err(|e| {
-                ::mcpgraph_runtime::__private::CallError::InvalidResult {
-                    tool: "type".to_string(),
-                    violations: ::std::vec![e.to_string()],
-                }
-            })
+        ::mcpgraph_runtime::__private::GraphHandle::call(
+                &self.__mcpg_handle,
+                "type",
+                input,
+            )
+            .await
     }
     /// Calls tool `9lives` (tests/graphs/hostile_names.yaml:296:11): Echoes its arguments, tagged with the tool name 9lives
     pub async fn tool_9lives(
@@ -1693,108 +1524,47 @@ impl Graph {
         Tool9livesOutput,
         ::mcpgraph_runtime::__private::CallError,
     > {
-        let __mcpg_args = match ::mcpgraph_runtime::__private::serde_json::to_value(
-            input,
-        ) {
-            ::std::result::Result::Ok(
-                ::mcpgraph_runtime::__private::serde_json::Value::Object(map),
-            ) => map,
-            _ => ::mcpgraph_runtime::__private::serde_json::Map::new(),
-        };
-        let __mcpg_value = self.call_json("9lives", __mcpg_args).await?;
-        ::mcpgraph_runtime::__private::serde_json::from_value(__mcpg_value)
-            .map_err(|e| {
-                ::mcpgraph_runtime::__private::CallError::InvalidResult {
-                    tool: "9lives".to_string(),
-                    violations: ::std::vec![e.to_string()],
-                }
-            })
+        ::mcpgraph_runtime::__private::GraphHandle::call(
+                &self.__mcpg_handle,
+                "9lives",
+                input,
+            )
+            .await
     }
     /// Calls tool `Graph` (tests/graphs/hostile_names.yaml:320:11): Echoes its arguments, tagged with the tool name Graph
     pub async fn graph_2(
         &self,
         input: &GraphInput2,
     ) -> ::std::result::Result<GraphOutput2, ::mcpgraph_runtime::__private::CallError> {
-        let __mcpg_args = match ::mcpgraph_runtime::__private::serde_json::to_value(
-            input,
-        ) {
-            ::std::result::Result::Ok(
-                ::mcpgraph_runtime::__private::serde_json::Value::Object(map),
-            ) => map,
-            _ => ::mcpgraph_runtime::__private::serde_json::Map::new(),
-        };
-        let __mcpg_value = self.call_json("Graph", __mcpg_args).await?;
-        ::mcpgraph_runtime::__private::serde_json::from_value(__mcpg_value)
-            .map_err(|e| {
-                ::mcpgraph_runtime::__private::CallError::InvalidResult {
-                    tool: "Graph".to_string(),
-                    violations: ::std::vec![e.to_string()],
-                }
-            })
+        ::mcpgraph_runtime::__private::GraphHandle::call(
+                &self.__mcpg_handle,
+                "Graph",
+                input,
+            )
+            .await
     }
     /// Calls tool `engine` (tests/graphs/hostile_names.yaml:344:11): Echoes its arguments, tagged with the tool name engine
     pub async fn engine_2(
         &self,
         input: &EngineInput,
     ) -> ::std::result::Result<EngineOutput, ::mcpgraph_runtime::__private::CallError> {
-        let __mcpg_args = match ::mcpgraph_runtime::__private::serde_json::to_value(
-            input,
-        ) {
-            ::std::result::Result::Ok(
-                ::mcpgraph_runtime::__private::serde_json::Value::Object(map),
-            ) => map,
-            _ => ::mcpgraph_runtime::__private::serde_json::Map::new(),
-        };
-        let __mcpg_value = self.call_json("engine", __mcpg_args).await?;
-        ::mcpgraph_runtime::__private::serde_json::from_value(__mcpg_value)
-            .map_err(|e| {
-                ::mcpgraph_runtime::__private::CallError::InvalidResult {
-                    tool: "engine".to_string(),
-                    violations: ::std::vec![e.to_string()],
-                }
-            })
+        ::mcpgraph_runtime::__private::GraphHandle::call(
+                &self.__mcpg_handle,
+                "engine",
+                input,
+            )
+            .await
     }
     /// Calls tool `GRAPH` (tests/graphs/hostile_names.yaml:368:11): Echoes its arguments, tagged with the tool name GRAPH
     pub async fn graph_3(
         &self,
         input: &GraphInput3,
     ) -> ::std::result::Result<GraphOutput3, ::mcpgraph_runtime::__private::CallError> {
-        let __mcpg_args = match ::mcpgraph_runtime::__private::serde_json::to_value(
-            input,
-        ) {
-            ::std::result::Result::Ok(
-                ::mcpgraph_runtime::__private::serde_json::Value::Object(map),
-            ) => map,
-            _ => ::mcpgraph_runtime::__private::serde_json::Map::new(),
-        };
-        let __mcpg_value = self.call_json("GRAPH", __mcpg_args).await?;
-        ::mcpgraph_runtime::__private::serde_json::from_value(__mcpg_value)
-            .map_err(|e| {
-                ::mcpgraph_runtime::__private::CallError::InvalidResult {
-                    tool: "GRAPH".to_string(),
-                    violations: ::std::vec![e.to_string()],
-                }
-            })
-    }
-    /// Serves the graph over stdio, exactly as `mcpgraph serve` does, until stdin closes.
-    pub async fn serve_stdio(self) -> ::std::result::Result<(), ::std::string::String> {
-        ::mcpgraph_runtime::__private::serve_stdio(
-                ::mcpgraph_runtime::__private::GraphServer::new(self.engine),
+        ::mcpgraph_runtime::__private::GraphHandle::call(
+                &self.__mcpg_handle,
+                "GRAPH",
+                input,
             )
             .await
-            .map_err(|e| e.to_string())
-    }
-    /// Serves the graph over streamable HTTP, exactly as `mcpgraph serve --http` does,
-    /// until SIGTERM or SIGINT, then drains the calls in flight.
-    pub async fn serve_http(
-        self,
-        options: ::mcpgraph_runtime::__private::HttpOptions,
-    ) -> ::std::result::Result<(), ::std::string::String> {
-        ::mcpgraph_runtime::__private::serve_http(
-                ::mcpgraph_runtime::__private::GraphServer::new(self.engine),
-                options,
-            )
-            .await
-            .map_err(|e| e.to_string())
     }
 }
