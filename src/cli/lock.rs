@@ -142,8 +142,7 @@ pub fn check(common: &Common) -> ExitCode {
 /// named like the lock file; nothing is written. `false` with it: a server could not be read
 /// (its line is printed), so the check is incomplete.
 pub fn online(common: &Common) -> Result<(SourceFile, Checked, bool), ExitCode> {
-    let inputs =
-        Inputs::read(&common.project()).map_err(|error| report(error, common))?;
+    let inputs = Inputs::read(&common.project()).map_err(|error| report(error, common))?;
     let live = inputs
         .discover_once()
         .map_err(|error| report(error, common))?;

@@ -538,8 +538,7 @@ impl Toolkit {
     async fn lock_graph(&self) -> Result<Value, Failed> {
         use crate::lock::{Inputs, LockUpdate, Written};
         let versions = &self.inner.versions;
-        let inputs =
-            Inputs::read(versions.project()).map_err(lock_failure)?;
+        let inputs = Inputs::read(versions.project()).map_err(lock_failure)?;
         let live = inputs.discover().await;
         let update = LockUpdate::new(&inputs, live);
         let mut data = update.to_json();
