@@ -25,7 +25,8 @@ pub fn write(path: &Path, contents: &[u8], new_file_mode: u32) -> io::Result<()>
 }
 
 /// [`write`] for a program (a built server): the file ends with exactly `mode` (`0o755`),
-/// whatever the replaced file had, so that what was built can always be run.
+/// whatever the replaced file had, so that what was built can always be run; a symbolic link at
+/// `path` is replaced, not written through.
 pub fn write_program(path: &Path, contents: &[u8], mode: u32) -> io::Result<()> {
     replace(path, contents, Mode::Exactly(mode))
 }
@@ -40,12 +41,28 @@ enum Mode {
 }
 
 fn replace(path: &Path, contents: &[u8], mode: Mode) -> io::Result<()> {
-    let target = resolve(path)?;
+    // A user's file behind a link is written where it is (an editor saves through a link); a
+    // program replaces the link itself, as `cp` over it would not, so that building to
+    // `~/.local/bin/x -> /opt/pkg/x` never overwrites `/opt/pkg/x`.
+    let target = match mode {
+        Mode::KeepOr(_) => resolve(path)?,
+        Mode::Exactly(_) => path.to_path_buf(),
+    };
     let existing = match fs::metadata(&target) {
         Ok(metadata) => Some(metadata.permissions()),
         Err(error) if error.kind() == io::ErrorKind::NotFound => None,
         Err(error) => return Err(error),
     };
+    // A file its owner made read-only is not replaced behind their back (a rename would: it
+    // needs only the directory to be writable), as an editor refuses to save over it.
+    if let (Mode::KeepOr(_), Some(permissions)) = (mode, &existing)
+        && permissions.readonly()
+    {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!("{} is read-only", path.display()),
+        ));
+    }
     let (new_file_mode, kept) = match mode {
         Mode::KeepOr(new_file_mode) => (new_file_mode, existing),
         Mode::Exactly(mode) => (mode, Some(Permissions::from_mode(mode))),
@@ -156,6 +173,45 @@ mod tests {
 
     fn mode(path: &Path) -> u32 {
         fs::metadata(path).unwrap().permissions().mode() & 0o7777
+    }
+
+    #[test]
+    fn a_read_only_file_is_left_alone() {
+        let scratch = Scratch::new("read-only");
+        let file = scratch.path("g.yaml");
+        fs::write(&file, "old").unwrap();
+        fs::set_permissions(&file, Permissions::from_mode(0o444)).unwrap();
+        let error = write(&file, b"new", 0o666).unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::PermissionDenied);
+        assert!(
+            error.to_string().ends_with("g.yaml is read-only"),
+            "{error}"
+        );
+        assert_eq!(fs::read_to_string(&file).unwrap(), "old");
+        assert_eq!(mode(&file), 0o444);
+        assert_eq!(scratch.names(), ["g.yaml"]);
+    }
+
+    #[test]
+    fn a_program_replaces_a_link_rather_than_writing_through_it() {
+        let scratch = Scratch::new("program-link");
+        let elsewhere = scratch.path("elsewhere");
+        fs::write(&elsewhere, "someone else's program").unwrap();
+        let link = scratch.path("server");
+        std::os::unix::fs::symlink(&elsewhere, &link).unwrap();
+        write_program(&link, b"\x7fELF", 0o755).unwrap();
+        assert_eq!(
+            fs::read_to_string(&elsewhere).unwrap(),
+            "someone else's program"
+        );
+        assert!(
+            !fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert_eq!(fs::read(&link).unwrap(), b"\x7fELF");
+        assert_eq!(mode(&link), 0o755);
     }
 
     #[test]

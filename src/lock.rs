@@ -196,7 +196,7 @@ impl LockUpdate {
     /// previous entry, if any. Reads the previous lock file; writes nothing.
     pub fn new(inputs: &Inputs, live: Live) -> LockUpdate {
         let lock_file = inputs.lock_path();
-        let previous_text = std::fs::read_to_string(&lock_file).ok();
+        let previous_text = SourceFile::read(&lock_file).ok().map(|file| file.text);
         let previous = previous_text.as_ref().and_then(|text| {
             Lock::parse(&SourceFile::new(
                 lock_file.display().to_string(),

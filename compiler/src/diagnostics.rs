@@ -65,13 +65,45 @@ impl SourceFile {
         clippy::result_large_err,
         reason = "the error happens once per run; boxing it would only burden every caller"
     )]
+    ///
+    /// Only a regular file of at most [`MAX_SOURCE_BYTES`] is read: a FIFO would block the reader
+    /// (`check`, the toolkit, `serve --watch`) until something writes to it, and a device like
+    /// `/dev/zero` would be read until memory runs out.
     pub fn read(path: &std::path::Path) -> Result<SourceFile, Diagnostic> {
+        use std::io::Read;
         let name = path.display().to_string();
-        std::fs::read_to_string(path)
+        let unreadable = |reason: &str| Diagnostic::unreadable_file(&name, reason);
+        let metadata = std::fs::metadata(path).map_err(|e| unreadable(&e.to_string()))?;
+        if !metadata.is_file() {
+            return Err(unreadable(
+                "not a regular file (a directory, a FIFO or a device is not a graph, lock or MCP file)",
+            ));
+        }
+        let too_large = |bytes: u64| {
+            unreadable(&format!(
+                "it takes {bytes} bytes, more than the {MAX_SOURCE_BYTES} a file may take"
+            ))
+        };
+        if metadata.len() > MAX_SOURCE_BYTES {
+            return Err(too_large(metadata.len()));
+        }
+        let mut bytes = Vec::new();
+        std::fs::File::open(path)
+            .and_then(|file| file.take(MAX_SOURCE_BYTES + 1).read_to_end(&mut bytes))
+            .map_err(|e| unreadable(&e.to_string()))?;
+        // A file that grew after it was measured is bounded all the same.
+        if bytes.len() as u64 > MAX_SOURCE_BYTES {
+            return Err(too_large(bytes.len() as u64));
+        }
+        String::from_utf8(bytes)
             .map(|text| SourceFile::new(name.clone(), text))
-            .map_err(|e| Diagnostic::unreadable_file(&name, &e.to_string()))
+            .map_err(|_| unreadable("stream did not contain valid UTF-8"))
     }
 }
+
+/// The most bytes a graph, lock or MCP file may take: far more than any graph needs (a tool of
+/// 24,000 nodes takes about 2 MiB), far less than would hurt the machine reading it.
+pub const MAX_SOURCE_BYTES: u64 = 64 << 20;
 
 /// Where a diagnostic points.
 #[derive(Debug, Clone, PartialEq, Eq)]

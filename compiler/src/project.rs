@@ -12,7 +12,7 @@
 //! - a lock file that cannot be read, or does not parse, is an error (E0701), first in the
 //!   list: a graph whose contracts cannot be known does not check.
 
-use crate::diagnostics::{Diagnostic, Location, SourceFile};
+use crate::diagnostics::{Diagnostic, SourceFile};
 use crate::{Checked, check, compile_from, lock};
 use std::path::{Path, PathBuf};
 
@@ -164,10 +164,7 @@ impl Sources {
 
     /// The lock's text, when it could be read (an edit is checked against it).
     pub fn lock_text(&self) -> Option<&SourceFile> {
-        match &self.lock {
-            LockFile::Read(lock) => Some(lock),
-            LockFile::Absent | LockFile::Unreadable(_) => None,
-        }
+        self.lock.text()
     }
 
     /// What the version depends on, to tell whether any of its texts changed.
@@ -187,9 +184,12 @@ impl Sources {
 }
 
 impl LockFile {
-    /// Whether the diagnostic is this policy's: a lock that cannot be read names no place.
-    pub fn is_unreadable(&self) -> bool {
-        matches!(self, LockFile::Unreadable(d) if d.location == Location::Nowhere)
+    /// The lock's text, when it could be read (an edit is checked against it).
+    pub fn text(&self) -> Option<&SourceFile> {
+        match self {
+            LockFile::Read(lock) => Some(lock),
+            LockFile::Absent | LockFile::Unreadable(_) => None,
+        }
     }
 }
 
@@ -292,7 +292,7 @@ tools:
         let (_, checked) = project.load();
         assert!(checked.graph.is_none());
         assert_eq!(checked.diagnostics[0].code, Code::E0701);
-        assert!(project.read_lock().is_unreadable());
+        assert!(matches!(project.read_lock(), LockFile::Unreadable(_)));
         // The same through a text in hand (the toolkit's), and through a named project (graph!).
         let sources = project.sources(SourceFile::new("g.yaml", GRAPH.to_string()), None);
         assert_eq!(sources.compile().diagnostics[0].code, Code::E0701);

@@ -21,17 +21,16 @@ pub fn graph(input: TokenStream) -> TokenStream {
     let relative = literal.value();
     let base = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".into());
     let path = std::path::Path::new(&base).join(&relative);
-    let file = match std::fs::read_to_string(&path) {
-        Ok(text) => SourceFile::new(relative.clone(), text),
-        Err(e) => {
-            let message = format!("graph!: cannot read {} ({e})", path.display());
+    // The graph and the lock beside it, under the project's one policy (a file that is not a
+    // regular one is refused, a lock that cannot be read is an error, as in every front end). A
+    // relative `caFile` is taken from the graph's directory, not from where rustc runs.
+    let sources = match Project::named(&path, relative.clone()).read() {
+        Ok(sources) => sources,
+        Err(unreadable) => {
+            let message = format!("graph!: {}", unreadable.message);
             return codegen::graph_error(&message, &[]).into();
         }
     };
-    // The downstream contracts, when the graph has a lock file beside it, under the project's
-    // one policy (a lock that cannot be read is an error, as in every front end). A relative
-    // `caFile` is taken from the graph's directory, not from where rustc runs.
-    let sources = Project::named(&path, relative.clone()).sources(file, None);
     let checked = sources.compile();
     let file = &sources.graph;
     let Some(graph) = &checked.graph else {

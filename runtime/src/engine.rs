@@ -214,7 +214,7 @@ impl Engine {
         // A run that may wait in its debugger cannot complete in one poll: it goes to the workers.
         let result = if tool.pure && debugger.as_ref().is_none_or(|d| !d.may_wait()) {
             match Handle::try_current() {
-                // A tool without mcp nodes runs on a thread of tokio's blocking pool, not on the
+                // A tool without a node that waits runs on a thread of tokio's blocking pool, not on the
                 // task that called: a CPU-heavy run must not hold a runtime worker, or as many
                 // of them as there are cores stall every other call and the reading of
                 // `notifications/cancelled` (which is what stops the run).
@@ -294,7 +294,7 @@ impl Engine {
     }
 }
 
-/// A run of a tool without mcp nodes: it never awaits, so it completes in one poll, on the
+/// A run of a tool without a node that waits (mcp, map, parallel, ask): it never awaits, so it completes in one poll, on the
 /// calling thread, and none of its (!Send) values outlives this function.
 fn run_pure(
     program: &Program,
@@ -320,7 +320,7 @@ fn run_pure(
         std::task::Poll::Ready(outcome) => {
             outcome.map(|v| to_json(&v).unwrap_or_else(|| Value::Object(Map::new())))
         }
-        // Only an mcp node awaits; say so rather than hang if that ever changes.
+        // Only a node that waits awaits; say so rather than hang if that ever changes.
         std::task::Poll::Pending => Err(internal_error(
             &program.tools[index].ir.name,
             "a run without downstream calls did not complete",

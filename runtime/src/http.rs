@@ -226,6 +226,10 @@ struct AppState {
     server: GraphServer,
     token: Option<Arc<str>>,
     draining: Arc<AtomicBool>,
+    /// The `Host`s and `Origin`s this server answers (rmcp checks them on `/mcp`; [`guard`]
+    /// on `/metrics`).
+    hosts: Arc<[String]>,
+    origins: Arc<[String]>,
 }
 
 fn router(
@@ -257,8 +261,8 @@ fn router(
     let config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(options.sessions)
         .with_sse_keep_alive(Some(KEEP_ALIVE))
-        .with_allowed_hosts(hosts)
-        .with_allowed_origins(origins)
+        .with_allowed_hosts(hosts.clone())
+        .with_allowed_origins(origins.clone())
         .enforce_origin_validation()
         .with_max_request_body_bytes(options.max_body_bytes)
         .with_cancellation_token(mcp_token);
@@ -266,6 +270,8 @@ fn router(
         server: server.clone(),
         token: options.auth_token.as_deref().map(Arc::from),
         draining,
+        hosts: hosts.into(),
+        origins: origins.into(),
     };
     let factory = {
         let server = server.clone();
@@ -292,7 +298,75 @@ fn router(
         .route("/healthz", axum::routing::get(|| async { "ok\n" }))
         .route("/readyz", axum::routing::get(readyz))
         .merge(guarded)
+        .layer(axum::middleware::from_fn_with_state(state.clone(), guard))
         .with_state(state)
+}
+
+/// What every request passes before it is routed: exactly one `Host` (RFC 9112 §3.2: a request
+/// with more is answered 400; which one would the checks read?). `/metrics` also takes the Host
+/// and Origin rules `/mcp` has (rmcp applies them there): tool names and call counts are not
+/// for a page that a DNS-rebinding attack points at the loopback address.
+async fn guard(State(state): State<AppState>, request: Request<Body>, next: Next) -> Response {
+    let hosts: Vec<&HeaderValue> = request.headers().get_all(header::HOST).iter().collect();
+    if hosts.len() > 1 {
+        return (
+            StatusCode::BAD_REQUEST,
+            "Bad Request: more than one Host header\n",
+        )
+            .into_response();
+    }
+    if request.uri().path() == "/metrics" {
+        let host = hosts
+            .first()
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or_default();
+        if !host_allowed(host, &state.hosts) {
+            return (
+                StatusCode::FORBIDDEN,
+                "Forbidden: Host header is not allowed\n",
+            )
+                .into_response();
+        }
+        let origin = request.headers().get(header::ORIGIN);
+        if let Some(origin) = origin
+            && !origin.to_str().is_ok_and(|o| {
+                state
+                    .origins
+                    .iter()
+                    .any(|a| a.eq_ignore_ascii_case(o.trim()))
+            })
+        {
+            return (StatusCode::FORBIDDEN, "Forbidden: Origin is not allowed\n").into_response();
+        }
+    }
+    next.run(request).await
+}
+
+/// Whether a `Host` header names one of `allowed` (`host` or `host:port`; an entry without a
+/// port allows any), as rmcp matches it on `/mcp`.
+fn host_allowed(host: &str, allowed: &[String]) -> bool {
+    let split = |authority: &str| -> Option<(String, Option<u16>)> {
+        let authority = authority.trim();
+        if authority.is_empty() {
+            return None;
+        }
+        let parsed = axum::http::uri::Authority::try_from(authority).ok();
+        let (name, port) = match &parsed {
+            Some(a) => (a.host(), a.port_u16()),
+            None => (authority, None),
+        };
+        let name = name.trim_matches(['[', ']']).to_ascii_lowercase();
+        Some((name, port))
+    };
+    let Some((name, port)) = split(host) else {
+        return false;
+    };
+    allowed
+        .iter()
+        .filter_map(|a| split(a))
+        .any(|(allowed_name, allowed_port)| {
+            allowed_name == name && allowed_port.is_none_or(|p| port == Some(p))
+        })
 }
 
 /// 200 while the graph is loaded and the server not draining; 503 otherwise, so a load
@@ -368,6 +442,30 @@ fn same(given: &[u8], expected: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hosts_match_as_rmcp_matches_them() {
+        let allowed: Vec<String> = ["localhost", "127.0.0.1", "::1", "mcp.example.com:8443"]
+            .map(String::from)
+            .into();
+        for host in [
+            "127.0.0.1:8080",
+            "LOCALHOST",
+            "[::1]:9",
+            "mcp.example.com:8443",
+        ] {
+            assert!(host_allowed(host, &allowed), "{host}");
+        }
+        for host in [
+            "evil.example",
+            "127.0.0.1.evil:80",
+            "mcp.example.com:80",
+            "",
+            "[::2]",
+        ] {
+            assert!(!host_allowed(host, &allowed), "{host}");
+        }
+    }
 
     #[test]
     fn tokens_compare_whole() {

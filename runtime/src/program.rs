@@ -100,9 +100,19 @@ impl std::fmt::Display for SchemaViolation {
                 violations,
             ),
         };
-        f.write_str(&heading)?;
-        violations.iter().try_for_each(|v| write!(f, "\n  {v}"))
+        f.write_str(&lines(&heading, violations))
     }
+}
+
+/// `heading`, then each item on a line of its own, indented: how every list of schema
+/// violations reads.
+pub(crate) fn lines(heading: &str, items: &[String]) -> String {
+    let mut text = heading.to_string();
+    for item in items {
+        text.push_str("\n  ");
+        text.push_str(item);
+    }
+    text
 }
 
 impl PreparedTool {

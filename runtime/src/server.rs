@@ -305,7 +305,7 @@ impl GraphServer {
     /// engine is shut down after the last of them. `false` (and `version` dropped) when serving
     /// has ended.
     pub(crate) fn replace(&self, version: Version) -> bool {
-        !self.inner.stopped.is_cancelled() && self.inner.versions.replace(version).is_ok()
+        self.inner.versions.replace(version).is_ok()
     }
 
     /// Tells every connection and subscription that the tools changed

@@ -19,11 +19,18 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
 pub struct Version<T> {
     value: T,
     engine: Option<Arc<Engine>>,
+    /// Set when a newer version replaced this one: only then does its last holder shut the
+    /// engine down (an engine given to a server by its caller stays the caller's).
+    retired: AtomicBool,
 }
 
 impl<T> Version<T> {
     pub fn new(value: T, engine: Option<Arc<Engine>>) -> Version<T> {
-        Version { value, engine }
+        Version {
+            value,
+            engine,
+            retired: AtomicBool::new(false),
+        }
     }
 
     pub fn engine(&self) -> Option<&Arc<Engine>> {
@@ -40,10 +47,14 @@ impl<T> Deref for Version<T> {
 }
 
 impl<T> Drop for Version<T> {
-    /// The last holder let go: nothing can call this engine any more, so its downstream servers
-    /// are closed (on the runtime of whoever dropped it; without one, the children end with the
-    /// process, as their pipes close).
+    /// The last holder of a replaced version let go: nothing can call this engine any more, so
+    /// its downstream servers are closed (on the runtime of whoever dropped it; without one, the
+    /// children end with the process, as their pipes close). The current version's engine is
+    /// shut down by whoever stops serving ([`Versions::stop`]).
     fn drop(&mut self) {
+        if !self.retired.load(Ordering::Acquire) {
+            return;
+        }
         if let Some(engine) = self.engine.take()
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
         {
@@ -96,10 +107,14 @@ impl<T> Versions<T> {
         }
         let next = Arc::new(next);
         let old = std::mem::replace(&mut *current, next.clone());
-        drop(current);
+        old.retired.store(true, Ordering::Release);
+        // Listed before the write lock is let go, so that `stop` and `engines`, which take it
+        // first, always see the version being replaced (its calls may still run).
         let mut retired = lock(&self.retired);
         retired.retain(|v| v.strong_count() > 0);
         retired.push(Arc::downgrade(&old));
+        drop(retired);
+        drop(current);
         Ok(next)
     }
 
@@ -116,13 +131,19 @@ impl<T> Versions<T> {
 
     /// Every engine alive: the current version's and those of replaced versions still in use.
     pub fn engines(&self) -> Vec<Arc<Engine>> {
-        let mut engines: Vec<Arc<Engine>> = self.current().engine().cloned().into_iter().collect();
+        // Under the read lock: a version being replaced is in one list or the other.
+        let current = match self.current.read() {
+            Ok(current) => current,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let mut engines: Vec<Arc<Engine>> = current.engine().cloned().into_iter().collect();
         engines.extend(
             lock(&self.retired)
                 .iter()
                 .filter_map(Weak::upgrade)
                 .filter_map(|v| v.engine().cloned()),
         );
+        drop(current);
         engines
     }
 
@@ -136,11 +157,6 @@ impl<T> Versions<T> {
             self.stopped.store(true, Ordering::Release);
         }
         self.engines()
-    }
-
-    /// Whether [`Versions::stop`] was called.
-    pub fn stopped(&self) -> bool {
-        self.stopped.load(Ordering::Acquire)
     }
 }
 
@@ -193,6 +209,5 @@ tools:
         let refused = versions.replace(Version::new("c", None));
         assert!(matches!(refused, Err(v) if *v == "c"));
         assert_eq!(**versions.current(), "b");
-        assert!(versions.stopped());
     }
 }

@@ -9,6 +9,7 @@
 //! quiet). A poll reads each file and hashes its contents.
 
 use crate::server::{GraphServer, Served, Version};
+use mcpgraph_compiler::diagnostics::MAX_SOURCE_BYTES;
 use mcpgraph_compiler::render::{self, Style};
 use mcpgraph_compiler::{Checked, SourceFile};
 use std::hash::{Hash, Hasher};
@@ -189,6 +190,13 @@ struct Snapshot(Vec<FileState>);
 #[derive(Clone, PartialEq, Eq, Debug)]
 enum FileState {
     Missing,
+    /// A FIFO, a device or a directory: never read (a FIFO would block the watch until a writer
+    /// came, a device might never end); the load that follows says why it cannot be used.
+    NotAFile,
+    /// Larger than a source file may be ([`MAX_SOURCE_BYTES`]): not read either.
+    TooLarge {
+        len: u64,
+    },
     /// The length and a hash of the contents. Contents, not modification times: a file's time
     /// has the clock tick's resolution (milliseconds), so two saves of the same length in one
     /// tick would look alike, and a touch without a change would look like a save. Graph files
@@ -201,7 +209,19 @@ enum FileState {
 
 impl Snapshot {
     fn take(files: &[PathBuf]) -> Snapshot {
-        let states = files.iter().map(|path| match std::fs::read(path) {
+        let states = files.iter().map(|path| match std::fs::metadata(path) {
+            Err(_) => FileState::Missing,
+            Ok(metadata) if !metadata.is_file() => FileState::NotAFile,
+            Ok(metadata) if metadata.len() > MAX_SOURCE_BYTES => FileState::TooLarge {
+                len: metadata.len(),
+            },
+            Ok(_) => Snapshot::read(path),
+        });
+        Snapshot(states.collect())
+    }
+
+    fn read(path: &std::path::Path) -> FileState {
+        match std::fs::read(path) {
             Ok(bytes) => {
                 let mut hasher = std::hash::DefaultHasher::new();
                 bytes.hash(&mut hasher);
@@ -211,14 +231,34 @@ impl Snapshot {
                 }
             }
             Err(_) => FileState::Missing,
-        });
-        Snapshot(states.collect())
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A FIFO in the watched list is looked at, never read: reading it would block the watch
+    /// (and `serve --watch` with it) until something wrote to it.
+    #[test]
+    fn a_fifo_is_never_read() {
+        let dir = std::env::temp_dir().join(format!("mcpgraph-watch-fifo-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("g.yaml");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.is_ok_and(|s| s.success()));
+        let (sent, taken) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = sent.send(Snapshot::take(&[fifo]));
+        });
+        let snapshot = taken
+            .recv_timeout(std::time::Duration::from_secs(5))
+            .expect("the snapshot returns within 5 s");
+        assert_eq!(snapshot.0, [FileState::NotAFile]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn a_snapshot_sees_saves_of_the_same_length_and_ignores_a_touch() {

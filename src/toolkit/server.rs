@@ -345,10 +345,7 @@ impl Toolkit {
         let mcp = self.mcp_file()?;
         // An unreadable lock is the same problem before and after the edit (checkGraph
         // reports it, as every front end does): the edit is checked without it.
-        let lock = match self.inner.versions.project().read_lock() {
-            mcpgraph_compiler::LockFile::Read(lock) => Some(lock),
-            _ => None,
-        };
+        let lock = self.inner.versions.project().read_lock();
         let name = tool_name(definition);
         let edit = if mcpgraph_compiler::edit::tool_names(&file).contains(&name) {
             Edit::Update {
@@ -358,7 +355,7 @@ impl Toolkit {
         } else {
             Edit::Add(definition)
         };
-        let proposed = apply(&file, mcp.as_ref(), lock.as_ref(), edit).map_err(|refusal| {
+        let proposed = apply(&file, mcp.as_ref(), lock.text(), edit).map_err(|refusal| {
             Failed::new(format!("Tool validation failed: {}", refusal.message))
                 .with_error("kind", "refused")
                 .with(

@@ -10,7 +10,7 @@
 //! was, and comes back as a [`Refusal`].
 
 use mcpgraph_compiler::edit::{self, Edit, Proposed, Refusal};
-use mcpgraph_compiler::{LockFile, Project, SourceFile};
+use mcpgraph_compiler::{Project, SourceFile};
 use serde_json::Value;
 use std::path::PathBuf;
 
@@ -69,11 +69,8 @@ impl Store {
         };
         // An unreadable lock file is the same problem before and after the edit: the edit is
         // checked without it (`check` reports it).
-        let lock = match Project::new(&self.graph, self.mcp.clone()).read_lock() {
-            LockFile::Read(lock) => Some(lock),
-            LockFile::Absent | LockFile::Unreadable(_) => None,
-        };
-        let proposed = edit::apply(&file, mcp.as_ref(), lock.as_ref(), edit.borrowed())?;
+        let lock = Project::new(&self.graph, self.mcp.clone()).read_lock();
+        let proposed = edit::apply(&file, mcp.as_ref(), lock.text(), edit.borrowed())?;
         let written =
             crate::atomic_write::write(&self.graph, proposed.text.as_bytes(), NEW_FILE_MODE);
         written.map_err(|e| {

@@ -326,6 +326,28 @@ pub fn children_of(pid: u32) -> Vec<u32> {
     out
 }
 
+/// The threads of process `pid` (Linux): id and name, from /proc/PID/task, sorted. A thread that
+/// ends while they are read is left out.
+pub fn threads(pid: u32) -> Vec<(u32, String)> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("/proc lists the threads");
+    let mut threads: Vec<(u32, String)> = tasks
+        .flatten()
+        .filter_map(|task| {
+            let id = task.file_name().to_str()?.parse().ok()?;
+            let name = std::fs::read_to_string(task.path().join("comm")).ok()?;
+            Some((id, name.trim_end().to_string()))
+        })
+        .collect();
+    threads.sort();
+    threads
+}
+
+/// tokio names its runtime's workers and its blocking-pool threads alike (`tokio-rt-worker` in
+/// the version locked here; `tokio-runtime-worker`, cut to 15 bytes in /proc, in older ones).
+pub fn is_tokio(thread: &(u32, String)) -> bool {
+    thread.1.starts_with("tokio-")
+}
+
 pub fn process_alive(pid: u32) -> bool {
     // A zombie has exited; only its entry is left for the parent to reap.
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "))

@@ -440,6 +440,34 @@ fn foreign_hosts_are_refused_unless_allowed() {
     );
 }
 
+/// RFC 9112 §3.2: a request with two `Host` headers is answered 400, on every path; `/metrics`
+/// takes `/mcp`'s Host and Origin rules (a DNS-rebinding page must not read tool names).
+#[test]
+fn two_hosts_are_refused_and_metrics_checks_host_and_origin() {
+    let server = Server::start(
+        &[&http_graph().to_string_lossy(), "--http", "127.0.0.1:0"],
+        &[],
+    );
+    let port = server.port;
+    let own = format!("127.0.0.1:{port}");
+    for path in ["/mcp", "/metrics", "/healthz"] {
+        let twice = get(port, path, &[("Host", &own), ("Host", "evil.example")]);
+        assert_eq!(twice.status, 400, "{path}: {twice:?}");
+    }
+    let rebound = get(
+        port,
+        "/metrics",
+        &[("Host", &format!("evil.example:{port}"))],
+    );
+    assert_eq!(rebound.status, 403, "{rebound:?}");
+    let foreign = get(port, "/metrics", &[("Origin", "http://evil.example")]);
+    assert_eq!(foreign.status, 403, "{foreign:?}");
+    let own_origin = format!("http://127.0.0.1:{port}");
+    let page = get(port, "/metrics", &[("Origin", &own_origin)]);
+    assert_eq!(page.status, 200, "{page:?}");
+    assert_eq!(get(port, "/metrics", &[]).status, 200);
+}
+
 #[test]
 fn off_loopback_needs_a_token_or_an_explicit_waiver() {
     let graph = http_graph().to_string_lossy().into_owned();

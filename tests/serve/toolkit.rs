@@ -1,6 +1,7 @@
 //! `mcpgraph toolkit` with a real client (the Python `mcp` package, installed by
 //! scripts/test-setup): a whole authoring session, in tests/support/toolkit_session.py, on a
-//! copy of a graph with comments and the shared mock server in an `-m` file.
+//! copy of a graph with comments and the shared mock server in an `-m` file; and, with the Rust
+//! stdio client, the protocol's edges, a build, and that inline runs start no threads.
 
 use crate::common;
 
@@ -108,6 +109,42 @@ fn the_handshake_and_a_missing_argument() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A graph file its owner made read-only (0444) is not edited: the edit is refused, saying so,
+/// and the file keeps its bytes and its mode (a rename would replace it without asking).
+#[test]
+fn a_read_only_graph_is_not_edited() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = temp_dir("toolkit-read-only");
+    let graph = dir.join("graph.yaml");
+    std::fs::copy(common::root().join("examples/greeting_next.yaml"), &graph)
+        .expect("copy the graph");
+    let before = std::fs::read(&graph).expect("read the graph");
+    std::fs::set_permissions(&graph, std::fs::Permissions::from_mode(0o444)).unwrap();
+    let mut mcp = Mcp::start(&["toolkit", "graph.yaml"], &dir, &[]);
+    let tool = json!({
+        "name": "echo",
+        "description": "Echoes",
+        "inputSchema": {"type": "object"},
+        "nodes": [
+            {"id": "entry", "type": "entry", "next": "exit"},
+            {"id": "exit", "type": "exit"}
+        ]
+    });
+    let refused = mcp.call("addGraphTool", json!({"tool": tool}));
+    assert_eq!(refused["result"]["isError"], json!(true), "{refused}");
+    let message = refused["result"]["structuredContent"]["error"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(message.contains("is read-only"), "{refused}");
+    assert_eq!(std::fs::read(&graph).unwrap(), before);
+    let mode = std::fs::metadata(&graph).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o444);
+    mcp.close_stdin();
+    let _ = mcp.wait_exit(std::time::Duration::from_secs(10));
+    let _ = std::fs::set_permissions(&graph, std::fs::Permissions::from_mode(0o644));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `buildGraph` builds a native server with `mcpgraph build`'s driver: progress notifications
 /// while cargo runs, all before the result, which carries the client configuration; the binary
 /// it built answers a call. The build cache and the `--static` flavour are tests/cli/build.rs's, so
@@ -160,5 +197,92 @@ fn build_graph_builds_a_server_that_answers() {
     assert!(common::text(&answer).contains("Ada"), "{answer}");
     server.close_stdin();
     let _ = server.wait_exit(std::time::Duration::from_secs(10));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The inline tool of [`inline_runs_start_no_threads`]: the mock server echoes its argument `n`,
+/// so a run awaits a downstream call and goes to the run workers.
+fn echoing_tool() -> serde_json::Value {
+    json!({
+        "name": "echoed",
+        "description": "Has the mock server echo n",
+        "inputSchema": {"type": "object", "properties": {"n": {"type": "number"}}},
+        "nodes": [
+            {"id": "entry", "type": "entry", "next": "call"},
+            {"id": "call", "type": "mcp", "server": "mock", "tool": "echo",
+             "args": {"n": {"expr": "$.entry.n"}}, "next": "exit"},
+            {"id": "exit", "type": "exit"}
+        ]
+    })
+}
+
+/// Runs [`echoing_tool`] inline with `n` and requires the mock's echo of it as the result.
+fn run_inline(toolkit: &mut Mcp, n: usize) {
+    let ran = toolkit.call(
+        "runGraphTool",
+        json!({"toolDefinition": echoing_tool(), "arguments": {"n": n}}),
+    );
+    assert_eq!(
+        common::structured(&ran)["result"],
+        json!({"received": {"n": n}}),
+        "inline run {n}: {ran}"
+    );
+}
+
+/// How many inline runs follow the first. Each loads an engine and starts the mock server (a
+/// Python process) for its one call, so more would only make the test slower: a pool per run
+/// would show at the first of them (new worker threads).
+const INLINE_RUNS: usize = 30;
+
+/// Every inline `runGraphTool` run loads an engine of its own, and every engine of the process
+/// runs on one pool of workers: after 30 more runs, each through the workers, the toolkit has
+/// the same threads as after the first (the same ids: the workers are the ones the first run
+/// started, not new ones), give or take tokio's blocking-pool threads.
+#[test]
+fn inline_runs_start_no_threads() {
+    let dir = temp_dir("toolkit-threads");
+    std::fs::copy(
+        common::root().join("examples/greeting_next.yaml"),
+        dir.join("graph.yaml"),
+    )
+    .expect("copy the graph");
+    let mock = common::shared_dir().join("tools/mock-mcp-server.py");
+    let mock = mock.to_string_lossy();
+    let servers = json!({"mcpServers": {"mock": {"command": "python3", "args": [mock]}}});
+    std::fs::write(dir.join("mcp.json"), servers.to_string()).expect("write the MCP file");
+    let mut toolkit = Mcp::start(&["toolkit", "graph.yaml", "-m", "mcp.json"], &dir, &[]);
+    run_inline(&mut toolkit, 0);
+    let pid = toolkit.child.id();
+    let before = common::threads(pid);
+    assert!(
+        before.iter().any(|t| t.1.starts_with("mcpgraph-run-")),
+        "the inline run went to no run worker: {before:?}"
+    );
+
+    for n in 1..=INLINE_RUNS {
+        run_inline(&mut toolkit, n);
+    }
+
+    let after = common::threads(pid);
+    let (tokio_before, others_before): (Vec<_>, Vec<_>) =
+        before.iter().partition(|t| common::is_tokio(t));
+    let (tokio_after, others_after): (Vec<_>, Vec<_>) =
+        after.iter().partition(|t| common::is_tokio(t));
+    assert_eq!(
+        others_after, others_before,
+        "the threads that are not tokio's (the main thread, the run workers, the watchdog) \
+         changed with the inline runs"
+    );
+    // tokio's blocking-pool threads read stdin and write stdout; an idle one lingers 10 s, so
+    // their number follows how many were busy at once lately, not how many engines were loaded.
+    // A few more than before is that; one pool per run would be more.
+    assert!(
+        tokio_after.len() <= tokio_before.len() + 4,
+        "tokio's threads went from {} to {}",
+        tokio_before.len(),
+        tokio_after.len()
+    );
+    toolkit.close_stdin();
+    let _ = toolkit.wait_exit(std::time::Duration::from_secs(10));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -135,28 +135,6 @@ fn save(dir: &Path, text: &str) {
     std::fs::rename(&temp, dir.join("g.yaml")).unwrap();
 }
 
-/// The threads of process `pid` (Linux): id and name, from /proc/PID/task, sorted. A thread that
-/// ends while they are read is left out.
-fn threads(pid: u32) -> Vec<(u32, String)> {
-    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("/proc lists the threads");
-    let mut threads: Vec<(u32, String)> = tasks
-        .flatten()
-        .filter_map(|task| {
-            let id = task.file_name().to_str()?.parse().ok()?;
-            let name = std::fs::read_to_string(task.path().join("comm")).ok()?;
-            Some((id, name.trim_end().to_string()))
-        })
-        .collect();
-    threads.sort();
-    threads
-}
-
-/// tokio names its runtime's workers and its blocking-pool threads alike (`tokio-rt-worker` in
-/// the version locked here; `tokio-runtime-worker`, cut to 15 bytes in /proc, in older ones).
-fn is_tokio(thread: &(u32, String)) -> bool {
-    thread.1.starts_with("tokio-")
-}
-
 /// How many saves the test makes. Each takes about half a second to be served (a change is
 /// taken on the second 250 ms poll that sees it, docs/watch.md), so more would only make the
 /// test slower: a pool per save shows at the first one (new worker threads), and would add a
@@ -179,7 +157,7 @@ fn saves_under_watch_start_no_threads() {
         "{answer}"
     );
     let pid = server.child.id();
-    let before = threads(pid);
+    let before = common::threads(pid);
     assert!(
         before.iter().any(|t| t.1.starts_with("mcpgraph-run-")),
         "the call went to no run worker: {before:?}"
@@ -196,9 +174,11 @@ fn saves_under_watch_start_no_threads() {
         );
     }
 
-    let after = threads(pid);
-    let (tokio_before, others_before): (Vec<_>, Vec<_>) = before.iter().partition(|t| is_tokio(t));
-    let (tokio_after, others_after): (Vec<_>, Vec<_>) = after.iter().partition(|t| is_tokio(t));
+    let after = common::threads(pid);
+    let (tokio_before, others_before): (Vec<_>, Vec<_>) =
+        before.iter().partition(|t| common::is_tokio(t));
+    let (tokio_after, others_after): (Vec<_>, Vec<_>) =
+        after.iter().partition(|t| common::is_tokio(t));
     assert_eq!(
         others_after, others_before,
         "the threads that are not tokio's (the main thread, the run workers, the watchdog) \

@@ -137,3 +137,51 @@ fn yaml_errors_speak_of_the_file_not_the_library() {
         "{messages:?}"
     );
 }
+
+/// What is not a regular file is refused before it is opened, and a file is read to a bound: a
+/// FIFO would block `check`, the toolkit and `serve --watch` until a writer came, `/dev/zero`
+/// would be read until memory ran out. Each read is bounded in time here, so a regression fails
+/// rather than hangs.
+#[test]
+fn what_is_not_a_regular_file_or_is_too_large_is_refused_at_once() {
+    use std::time::Duration;
+    let dir = std::env::temp_dir().join(format!("mcpgraph-not-a-file-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("graph.fifo");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    assert!(made.is_ok_and(|s| s.success()), "mkfifo {}", fifo.display());
+    let large = dir.join("large.yaml");
+    let file = std::fs::File::create(&large).unwrap();
+    file.set_len(mcpgraph_compiler::diagnostics::MAX_SOURCE_BYTES + 1)
+        .unwrap();
+    let read = |path: std::path::PathBuf| {
+        let (sent, answer) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = sent.send(
+                SourceFile::read(&path)
+                    .map(|_| ())
+                    .map_err(|d| (d.code, d.message)),
+            );
+        });
+        answer
+            .recv_timeout(Duration::from_secs(5))
+            .expect("the read returns within 5 s")
+    };
+    for path in [fifo.clone(), "/dev/zero".into(), dir.clone()] {
+        let (code, message) = read(path.clone()).expect_err("refused");
+        assert_eq!(code, Code::E0003);
+        assert!(
+            message.contains("not a regular file"),
+            "{}: {message}",
+            path.display()
+        );
+    }
+    let (code, message) = read(large).expect_err("refused");
+    assert_eq!(code, Code::E0003);
+    assert!(
+        message.contains("more than the 67108864 a file may take"),
+        "{message}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

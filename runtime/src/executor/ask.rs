@@ -4,7 +4,7 @@
 
 use super::{NodeFailure, Run, Step};
 use crate::failure::{Failure, FailureKind};
-use crate::program::{compile_schema, violations};
+use crate::program::{compile_schema, lines, violations};
 use crate::value::{to_json, to_jvalue};
 use futures::future::BoxFuture;
 use jsonata_core::value::JValue;
@@ -142,14 +142,4 @@ fn check_answer(schema: &Value, content: &Value) -> Result<(), NodeFailure> {
         )
         .into()
     })
-}
-
-/// `heading`, then each item on a line of its own, indented.
-fn lines(heading: &str, items: &[String]) -> String {
-    let mut text = heading.to_string();
-    for item in items {
-        text.push_str("\n  ");
-        text.push_str(item);
-    }
-    text
 }

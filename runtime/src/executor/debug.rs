@@ -230,8 +230,8 @@ impl Debugger {
     }
 
     /// Before node `node` of the called tool: goes on (how long the run waited, if it did), or
-    /// ends the run (a cancellation). `pausing`/`resuming` are called as the wait begins and ends (the
-    /// run's clock stops meanwhile).
+    /// ends the run (a cancellation). `pausing` is called as the wait begins (the run's clock
+    /// stops meanwhile).
     pub(crate) async fn before(
         &self,
         node: &str,

@@ -60,7 +60,7 @@ pub struct RunEnv {
     pub runtime: Option<Handle>,
     /// Cancelled when the client cancels the call or the server shuts down.
     pub cancel: Cancel,
-    /// Called after each executed node, map item and parallel branch.
+    /// Called after each executed node, map item, parallel branch and node of a `self` callee.
     pub on_node: Option<NodeObserver>,
     /// Who answers `ask` nodes; `None`: nobody can (kind `unavailable`).
     pub asker: Option<Asker>,
