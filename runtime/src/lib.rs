@@ -41,7 +41,7 @@ pub use failure::{Failure, FailureKind, Limit, RunError, SizedValue};
 pub use graph::{EmbeddedGraph, GraphHandle, TypedTools};
 pub use http::{
     DEFAULT_ADDR, ENDPOINT, FlagError, FlagValue, HTTP_FLAGS, HttpFlag, HttpFlags, HttpOptions,
-    run_http, serve_http, serve_http_until, token_from_env,
+    run_http, serve_http, serve_http_until, token_from_env, without_delay,
 };
 pub use line_transport::LineTransport;
 pub use lock::{Discovered, discover, discover_once};

@@ -126,7 +126,7 @@ async fn serve(options: Options) -> Result<(), String> {
         }
         stopping.closing.cancel();
     };
-    axum::serve(listener, app)
+    axum::serve(mcpgraph_runtime::without_delay(listener), app)
         .with_graceful_shutdown(signalled)
         .await
         .map_err(|e| format!("serving failed: {e}"))?;
