@@ -27,6 +27,10 @@ struct Cli {
     /// With -g: serve each new version of the graph (and of its lock and -m files) when saved.
     #[arg(long, requires = "graph")]
     watch: bool,
+
+    /// With -g: the flags of `serve` for streamable HTTP (`-g FILE --http` is `serve FILE --http`).
+    #[command(flatten)]
+    http: HttpArgs,
 }
 
 #[derive(Subcommand, Debug)]
@@ -41,8 +45,17 @@ enum Command {
     Call(CallArgs),
     /// Write the Rust crate of a graph's server (readable; builds with cargo and crates.io only).
     Emit(EmitArgs),
-    /// Build a graph into a native MCP server binary.
+    /// Build a graph into an MCP server binary (the stub with the graph attached; --native: cargo).
+    ///
+    /// By default the prebuilt server stub, installed beside mcpgraph, is copied and the checked
+    /// graph attached to it: milliseconds, no Rust toolchain (docs/build.md). With --native the
+    /// graph's generated crate is compiled by cargo.
     Build(BuildArgs),
+    /// Build the server stub with cargo (--static: the one `build --static` uses).
+    ///
+    /// The stub is installed with mcpgraph; this makes one where it is not, into mcpgraph's cache
+    /// where `build` finds it.
+    Stub(StubArgs),
     /// Lock the tools of the downstream servers a graph calls, in `<stem>.lock.json` beside it.
     ///
     /// Starts each server the graph's calls use (as `serve` would), reads its `serverInfo` and
@@ -99,16 +112,35 @@ struct BuildArgs {
     /// Where to put the server binary.
     #[arg(short = 'o', long = "out", value_name = "FILE")]
     out: PathBuf,
-    /// Link glibc statically (x86_64-unknown-linux-gnu, crt-static): one file with no dependencies.
+    /// Link glibc statically (crt-static): one file with no dependencies. From the static stub
+    /// (`mcpgraph stub --static` makes it), or with --native by cargo.
     #[arg(long = "static")]
     static_: bool,
-    /// A debug build (faster to build, slower to run).
+    /// Compile the graph's generated crate with cargo (needs a Rust toolchain; minutes the first
+    /// time, then seconds) instead of attaching it to the prebuilt stub.
+    #[arg(long)]
+    native: bool,
+    /// The server stub to attach the graph to [env: MCPGRAPH_STUB, or MCPGRAPH_STATIC_STUB with
+    /// --static; default: the one installed beside mcpgraph].
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["native", "debug", "small"])]
+    stub: Option<PathBuf>,
+    /// A debug build with cargo (implies --native: faster to build, slower to run).
     #[arg(long, conflicts_with = "small")]
     debug: bool,
-    /// Optimise the whole server for size at link time: about a third less resident memory,
-    /// the same speed, but each build takes minutes (the runtime is re-optimised every time).
+    /// Optimise the whole server for size at link time with cargo (implies --native): about a
+    /// third less resident memory, the same speed, but each build takes minutes.
     #[arg(long)]
     small: bool,
+}
+
+#[derive(Args, Debug)]
+struct StubArgs {
+    /// The statically linked stub (crt-static), for `build --static`.
+    #[arg(long = "static")]
+    static_: bool,
+    /// Where to put it [default: mcpgraph's cache, where `build` looks for it].
+    #[arg(short = 'o', long = "out", value_name = "FILE")]
+    out: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -314,6 +346,7 @@ pub fn main() -> ExitCode {
         (Some(Command::Call(args)), _) => call(args),
         (Some(Command::Emit(args)), _) => emit(args),
         (Some(Command::Build(args)), _) => build(args),
+        (Some(Command::Stub(args)), _) => stub(args),
         (Some(Command::Lock(args)), _) if args.check => lock::check(&args.common),
         (Some(Command::Lock(args)), _) => lock::write(&args.common),
         (Some(Command::Toolkit(common)), _) => crate::toolkit::main(common.file, common.mcp),
@@ -323,15 +356,19 @@ pub fn main() -> ExitCode {
             port: args.port,
             open: args.open,
         }),
-        (None, Some(graph)) => serve(
-            &Common {
-                file: graph,
-                mcp: cli.mcp,
-            },
-            cli.watch,
-            None,
-            mcpgraph_runtime::LogFormat::Text,
-        ),
+        (None, Some(graph)) => {
+            let flags = cli.http.flags;
+            let log_format = flags.options.log_format;
+            serve(
+                &Common {
+                    file: graph,
+                    mcp: cli.mcp,
+                },
+                cli.watch,
+                flags.http.then_some(flags.options),
+                log_format,
+            )
+        }
         (None, None) => {
             let _ = <Cli as clap::CommandFactory>::command().print_help();
             ExitCode::from(2)
@@ -580,41 +617,98 @@ fn emit(args: EmitArgs) -> ExitCode {
 }
 
 fn build(args: BuildArgs) -> ExitCode {
+    let started = std::time::Instant::now();
     let graph = match checked_graph(&args.common) {
         Ok(g) => g,
         Err(code) => return code,
     };
-    let options = aot::BuildOptions {
-        profile: if args.debug {
-            aot::Profile::Debug
-        } else if args.small {
-            aot::Profile::Small
-        } else {
-            aot::Profile::Release
-        },
-        static_: args.static_,
-        source: args.common.file.clone(),
-        regenerate: regenerate_command(&args.common, "build", &args.out),
-        cache: aot::cache_dir(),
+    let built = if args.native || args.debug || args.small {
+        let options = aot::BuildOptions {
+            profile: if args.debug {
+                aot::Profile::Debug
+            } else if args.small {
+                aot::Profile::Small
+            } else {
+                aot::Profile::Release
+            },
+            static_: args.static_,
+            source: args.common.file.clone(),
+            regenerate: regenerate_command(&args.common, "build", &args.out),
+            cache: aot::cache_dir(),
+        };
+        eprintln!(
+            "building {} from {} with cargo",
+            aot::binary_name(&graph),
+            graph.source_name
+        );
+        aot::build(&graph, &args.out, &options)
+    } else {
+        let options = aot::StubOptions {
+            static_: args.static_,
+            stub: args.stub.clone(),
+            cache: aot::cache_dir(),
+        };
+        aot::build_from_stub(&graph, &args.out, &options)
     };
-    eprintln!(
-        "building {} from {}",
-        aot::binary_name(&graph),
-        graph.source_name
-    );
-    match aot::build(&graph, &args.out, &options) {
+    match built {
         Ok(built) => {
             let linkage = if built.static_ {
                 ", statically linked"
             } else {
                 ""
             };
+            let from = match &built.from {
+                aot::From::Stub(stub) => format!("the stub {}", stub.display()),
+                aot::From::Crate(dir) => format!("the crate {}", dir.display()),
+            };
             eprintln!(
-                "built {} ({:.1} MiB{linkage}) from the crate {}\n\nAdd it to an MCP client's configuration:\n{}",
+                "built {} ({:.1} MiB{linkage}) from {from} in {}\n\nAdd it to an MCP client's configuration:\n{}",
                 args.out.display(),
                 built.bytes as f64 / (1024.0 * 1024.0),
-                built.crate_dir.display(),
+                elapsed(started.elapsed()),
                 serde_json::to_string_pretty(&built.client_config(&graph)).unwrap_or_default()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// `1.2 s` or `35 ms`.
+fn elapsed(time: std::time::Duration) -> String {
+    if time.as_secs() >= 1 {
+        format!("{:.1} s", time.as_secs_f64())
+    } else {
+        format!("{} ms", time.as_millis())
+    }
+}
+
+fn stub(args: StubArgs) -> ExitCode {
+    let cache = aot::cache_dir();
+    let out = args
+        .out
+        .unwrap_or_else(|| aot::cached_stub(&cache, args.static_));
+    let options = aot::BuildOptions {
+        profile: aot::Profile::Release,
+        static_: args.static_,
+        source: PathBuf::new(),
+        regenerate: String::new(),
+        cache,
+    };
+    eprintln!(
+        "building the {}server stub with cargo",
+        if args.static_ { "static " } else { "" }
+    );
+    match aot::build_stub(&out, &options) {
+        Ok(built) => {
+            eprintln!(
+                "built {} ({:.1} MiB); `mcpgraph build{}` finds it there",
+                out.display(),
+                built.bytes as f64 / (1024.0 * 1024.0),
+                if args.static_ { " --static" } else { "" }
             );
             ExitCode::SUCCESS
         }

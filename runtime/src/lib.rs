@@ -3,6 +3,7 @@
 /// `graph!("x.yaml")`: embed a graph checked at compile time, with typed tools.
 pub use mcpgraph_macros::graph;
 
+pub mod attached;
 mod cancel;
 mod child;
 mod downstream;
@@ -79,7 +80,7 @@ pub mod internals {
 pub mod __private {
     pub use crate::engine::CallError;
     pub use crate::graph::{EmbeddedGraph, GraphHandle, TypedTools};
-    pub use crate::standalone::main;
+    pub use crate::standalone::{main, main_attached};
     pub use serde;
     pub use serde_json;
 }

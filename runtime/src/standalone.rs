@@ -13,8 +13,8 @@ use mcpgraph_compiler::{Graph, SourceFile};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-/// Runs a built server: `graph_json` is the embedded IR, `tools` the tool names the generated
-/// module was written for.
+/// Runs a server built by `mcpgraph build --native`: `graph_json` is the embedded IR, `tools`
+/// the tool names the generated module was written for.
 pub fn main(graph_json: &str, tools: &[&str]) -> ExitCode {
     let graph: Graph = match serde_json::from_str(graph_json) {
         Ok(g) => g,
@@ -36,6 +36,35 @@ pub fn main(graph_json: &str, tools: &[&str]) -> ExitCode {
         );
         return ExitCode::from(1);
     }
+    run(graph)
+}
+
+/// Runs a server made by `mcpgraph build` from the stub: the graph attached to its own file
+/// (`attached.rs`), which is checked before anything else happens; a server whose attachment is
+/// missing, cut, changed or from another version says which and exits 1.
+pub fn main_attached() -> ExitCode {
+    let graph = crate::attached::own_payload().and_then(|payload| {
+        serde_json::from_slice::<Graph>(&payload).map_err(|_| {
+            let exe = std::env::current_exe().unwrap_or_default();
+            (
+                exe,
+                crate::attached::AttachedError::Corrupted(
+                    "its graph's checksum matches but the graph does not read as this version's IR",
+                ),
+            )
+        })
+    });
+    match graph {
+        Ok(graph) => run(graph),
+        Err((exe, error)) => {
+            eprintln!("error: {}", error.message(&exe));
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// The command line of a built server, then serving: the same for both kinds of build.
+fn run(graph: Graph) -> ExitCode {
     // Lossy rather than `std::env::args`, which panics on an argument that is not UTF-8: such
     // an argument is then refused (or names a file that is not found) like any other.
     let mut args = std::env::args_os()

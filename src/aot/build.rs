@@ -1,20 +1,20 @@
-//! `mcpgraph build`: the generated crate compiled by cargo into one server binary.
+//! `mcpgraph build --native` (and `mcpgraph stub`): a generated crate compiled by cargo into one
+//! binary.
 //!
 //! Every build shares mcpgraph's cache: one vendored runtime per mcpgraph version and one target
 //! directory for every build, so the first build compiles the runtime and later builds of any
-//! graph only the generated crate. The binary is put at `-o` atomically, mode 0755.
+//! graph only the generated crate. A static build differs from a dynamic one only at the final
+//! link (`cargo rustc -- -C target-feature=+crt-static`), so the two share every compiled
+//! dependency. The binary is put at `-o` atomically, mode 0755.
 
-use super::{SMALL_PROFILE, VendorAt, binary_name, emit, fnv, is_static_elf};
+use super::{SMALL_PROFILE, VendorAt, binary_name, emit, emit_stub, fnv, is_static_elf};
 use mcpgraph_compiler::Graph;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
 
-/// The only target `--static` supports: glibc linked statically with `crt-static`.
-pub const STATIC_TARGET: &str = "x86_64-unknown-linux-gnu";
-
 /// The mode of a built server binary, whatever the file it replaces had.
-const BINARY_MODE: u32 = 0o755;
+pub(super) const BINARY_MODE: u32 = 0o755;
 
 /// Which cargo profile builds the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,8 +45,16 @@ pub struct Built {
     pub path: PathBuf,
     pub bytes: u64,
     pub static_: bool,
-    /// The generated crate it was built from.
-    pub crate_dir: PathBuf,
+    pub from: From,
+}
+
+/// What a server was made from.
+#[derive(Debug, Clone)]
+pub enum From {
+    /// The stub, with the graph attached (the default build).
+    Stub(PathBuf),
+    /// The generated crate, compiled by cargo (`--native`).
+    Crate(PathBuf),
 }
 
 impl Built {
@@ -68,6 +76,18 @@ pub enum BuildError {
     },
     NotStatic(PathBuf),
     Verify(PathBuf, String),
+    /// No stub where one is looked for (`looked`, in order).
+    NoStub {
+        static_: bool,
+        looked: Vec<PathBuf>,
+    },
+    BadStub {
+        stub: PathBuf,
+        reason: String,
+    },
+    OutputIsDirectory(PathBuf),
+    OutputIsStub(PathBuf),
+    Lock(PathBuf, std::io::Error),
 }
 
 impl fmt::Display for BuildError {
@@ -92,6 +112,45 @@ impl fmt::Display for BuildError {
                 path.display()
             ),
             BuildError::Verify(path, e) => write!(f, "cannot verify {}: {e}", path.display()),
+            BuildError::NoStub { static_, looked } => {
+                let looked: Vec<String> = looked.iter().map(|p| p.display().to_string()).collect();
+                if *static_ {
+                    write!(
+                        f,
+                        "no statically linked server stub (looked for {}). Make it once with `mcpgraph stub --static` (it needs cargo; minutes the first time), or from a checkout with `scripts/build-static-stub`; or name one with --stub PATH or ${}; or build with cargo: `--native --static`",
+                        looked.join(", "),
+                        super::stub::STATIC_STUB_VAR
+                    )
+                } else {
+                    write!(
+                        f,
+                        "no server stub (looked for {}). It is built and installed with mcpgraph (`cargo install --path .`, or `cargo build --release` beside target/release/mcpgraph); or make one with `mcpgraph stub`; or name one with --stub PATH or ${}; or build with cargo: `--native`",
+                        looked.join(", "),
+                        super::stub::STUB_VAR
+                    )
+                }
+            }
+            BuildError::BadStub { stub, reason } => {
+                write!(
+                    f,
+                    "cannot use {} as the server stub: {reason}",
+                    stub.display()
+                )
+            }
+            BuildError::OutputIsDirectory(out) => write!(
+                f,
+                "the output {} is a directory: name the server file, e.g. {}",
+                out.display(),
+                out.join("server").display()
+            ),
+            BuildError::OutputIsStub(out) => write!(
+                f,
+                "the output {} is the server stub itself: choose another path",
+                out.display()
+            ),
+            BuildError::Lock(path, e) => {
+                write!(f, "cannot lock the build cache ({}): {e}", path.display())
+            }
         }
     }
 }
@@ -114,26 +173,6 @@ pub fn cache_dir() -> PathBuf {
 
 /// Emits the crate of `graph` into the cache, runs cargo on it and copies the binary to `out`.
 pub fn build(graph: &Graph, out: &Path, options: &BuildOptions) -> Result<Built, BuildError> {
-    build_inner(graph, out, options, None)
-}
-
-/// [`build`], with cargo's output handed to `report` line by line instead of inherited (the
-/// toolkit, whose stdout is MCP, forwards them as progress notifications).
-pub fn build_reporting(
-    graph: &Graph,
-    out: &Path,
-    options: &BuildOptions,
-    report: &mut dyn FnMut(&str),
-) -> Result<Built, BuildError> {
-    build_inner(graph, out, options, Some(report))
-}
-
-fn build_inner(
-    graph: &Graph,
-    out: &Path,
-    options: &BuildOptions,
-    report: Option<&mut dyn FnMut(&str)>,
-) -> Result<Built, BuildError> {
     let absolute =
         std::fs::canonicalize(&options.source).unwrap_or_else(|_| options.source.clone());
     let name = binary_name(graph);
@@ -142,9 +181,6 @@ fn build_inner(
         .join("crates")
         .join(format!("{name}-{:016x}", fnv(&absolute.to_string_lossy())));
     let vendor = options.cache.join("vendor").join(env!("CARGO_PKG_VERSION"));
-    // One target directory for every build: the runtime is compiled once.
-    let target_dir = std::env::var_os("MCPGRAPH_TARGET_DIR")
-        .map_or_else(|| options.cache.join("target"), PathBuf::from);
     emit(
         graph,
         &crate_dir,
@@ -152,16 +188,66 @@ fn build_inner(
         &options.regenerate,
     )
     .map_err(|e| BuildError::WriteCrate(crate_dir.clone(), e))?;
+    let bytes = cargo_build(&crate_dir, &name, out, options)?;
+    Ok(Built {
+        path: std::fs::canonicalize(out).unwrap_or_else(|_| out.to_path_buf()),
+        bytes,
+        static_: options.static_,
+        from: From::Crate(crate_dir),
+    })
+}
+
+/// `mcpgraph stub`: the stub's crate (the runtime's `main_attached` and nothing else) built by
+/// cargo in the cache, as `--native` builds a graph, and put at `out`.
+pub fn build_stub(out: &Path, options: &BuildOptions) -> Result<Built, BuildError> {
+    let crate_dir = options.cache.join("crates").join("mcpgraph-stub");
+    let vendor = options.cache.join("vendor").join(env!("CARGO_PKG_VERSION"));
+    emit_stub(&crate_dir, &VendorAt::Shared(vendor))
+        .map_err(|e| BuildError::WriteCrate(crate_dir.clone(), e))?;
+    let bytes = cargo_build(&crate_dir, super::stub::STUB, out, options)?;
+    Ok(Built {
+        path: std::fs::canonicalize(out).unwrap_or_else(|_| out.to_path_buf()),
+        bytes,
+        static_: options.static_,
+        from: From::Crate(crate_dir),
+    })
+}
+
+/// Runs cargo on the crate at `crate_dir` for its binary `name` and copies the binary to `out`;
+/// returns its size.
+fn cargo_build(
+    crate_dir: &Path,
+    name: &str,
+    out: &Path,
+    options: &BuildOptions,
+) -> Result<u64, BuildError> {
+    // One target directory for every build: the runtime is compiled once.
+    let target_dir = std::env::var_os("MCPGRAPH_TARGET_DIR")
+        .map_or_else(|| options.cache.join("target"), PathBuf::from);
+    // Held from cargo's start until the binary is copied: two builds of servers with one name
+    // (or a static and a dynamic build of one graph) share the artifact's path.
+    let _ = std::fs::create_dir_all(&target_dir);
+    let lock_path = target_dir.join(".mcpgraph-build.lock");
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| BuildError::Lock(lock_path.clone(), e))?;
+    lock.lock()
+        .map_err(|e| BuildError::Lock(lock_path.clone(), e))?;
 
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut command = Command::new(cargo);
     command
-        .arg("build")
+        .arg(if options.static_ { "rustc" } else { "build" })
         .arg("--locked")
         .arg("--manifest-path")
         .arg(crate_dir.join("Cargo.toml"))
         .arg("--target-dir")
-        .arg(&target_dir);
+        .arg(&target_dir)
+        .arg("--bin")
+        .arg(name);
     let profile_dir = match options.profile {
         Profile::Debug => "debug",
         Profile::Small => {
@@ -173,42 +259,20 @@ fn build_inner(
             "release"
         }
     };
-    let mut artifacts = target_dir;
     if options.static_ {
-        // With an explicit --target, RUSTFLAGS reach only the target: build scripts and the
-        // graph! proc macro stay dynamically linked, as they must.
-        command.arg("--target").arg(STATIC_TARGET);
-        let flags = std::env::var("RUSTFLAGS").unwrap_or_default();
-        command.env(
-            "RUSTFLAGS",
-            format!("{flags} -C target-feature=+crt-static").trim(),
-        );
-        artifacts = artifacts.join(STATIC_TARGET);
+        // Only the final link changes: every dependency is the dynamic build's, already
+        // compiled (and `crt-static` never reaches build scripts or the graph! proc macro).
+        command
+            .arg("--")
+            .arg("-C")
+            .arg("target-feature=+crt-static");
     }
-    let status = match report {
-        None => command.status().map_err(BuildError::RunCargo)?,
-        Some(report) => {
-            use std::io::BufRead;
-            command
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::piped());
-            let mut child = command.spawn().map_err(BuildError::RunCargo)?;
-            if let Some(stderr) = child.stderr.take() {
-                for line in std::io::BufReader::new(stderr)
-                    .lines()
-                    .map_while(Result::ok)
-                {
-                    report(line.trim());
-                }
-            }
-            child.wait().map_err(BuildError::RunCargo)?
-        }
-    };
+    let status = command.status().map_err(BuildError::RunCargo)?;
     if !status.success() {
         return Err(BuildError::CargoFailed(status));
     }
 
-    let built = artifacts.join(profile_dir).join(&name);
+    let built = target_dir.join(profile_dir).join(name);
     if let Some(parent) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
         let _ = std::fs::create_dir_all(parent);
     }
@@ -220,7 +284,7 @@ fn build_inner(
     // Replaced in one rename, never overwritten: an earlier build may be running, and a client
     // that starts the server meanwhile finds the old binary or the new one, never half of one.
     let bytes = std::fs::read(&built).map_err(copy_failed)?;
-    crate::atomic_write::write_program(out, &bytes, BINARY_MODE).map_err(copy_failed)?;
+    drop(lock);
     if options.static_ {
         match is_static_elf(&bytes) {
             Ok(true) => {}
@@ -228,10 +292,6 @@ fn build_inner(
             Err(e) => return Err(BuildError::Verify(out.to_path_buf(), e)),
         }
     }
-    Ok(Built {
-        path: std::fs::canonicalize(out).unwrap_or_else(|_| out.to_path_buf()),
-        bytes: bytes.len() as u64,
-        static_: options.static_,
-        crate_dir,
-    })
+    crate::atomic_write::write_program(out, &bytes, BINARY_MODE).map_err(copy_failed)?;
+    Ok(bytes.len() as u64)
 }

@@ -17,10 +17,9 @@ use mcpgraph_compiler::{SourceFile, ast, check, render, yaml};
 use mcpgraph_runtime::rmcp;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    InitializeResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ProgressToken, ServerCapabilities,
+    InitializeResult, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
 };
-use rmcp::service::{Peer, RequestContext, RoleServer};
+use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler};
 use serde_json::{Map, Value, json};
 use std::path::{Path, PathBuf};
@@ -51,29 +50,23 @@ struct Inner {
 }
 
 /// What a call needs of its request beyond its arguments: its cancellation (a run stops when
-/// the client cancels), and where buildGraph's progress goes when the client asked for it.
+/// the client cancels).
 pub struct CallContext {
     cancel: CancellationToken,
-    progress: Option<(ProgressToken, Peer<RoleServer>)>,
 }
 
 impl CallContext {
     fn of(request: &RequestContext<RoleServer>) -> Self {
         CallContext {
             cancel: request.ct.clone(),
-            progress: request
-                .meta
-                .get_progress_token()
-                .map(|token| (token, request.peer.clone())),
         }
     }
 
-    /// A call that nobody cancels and that reports no progress (the tests' calls).
+    /// A call that nobody cancels (the tests' calls).
     #[cfg(test)]
     pub(super) fn detached() -> Self {
         CallContext {
             cancel: CancellationToken::new(),
-            progress: None,
         }
     }
 }
@@ -178,7 +171,7 @@ impl Toolkit {
                 output,
                 static_linking,
             }) => {
-                self.build_graph(&output, static_linking == Some(true), context)
+                self.build_graph(&output, static_linking == Some(true))
                     .await
             }
             Call::LockGraph(_) => self.lock_graph().await,
@@ -443,7 +436,8 @@ impl Toolkit {
     }
 
     /// Refuses a build output that would replace the graph, its `-m` file or its lock file, or
-    /// anything but an earlier build (an executable file): a build replaces what is there.
+    /// anything but an earlier build (a file with a graph attached): a build replaces what is
+    /// there.
     fn check_output(&self, out: &std::path::Path) -> Result<(), Failed> {
         let real = |p: &std::path::Path| -> PathBuf {
             match (p.parent(), p.file_name()) {
@@ -464,11 +458,14 @@ impl Toolkit {
                 out.display()
             )));
         }
-        if let Ok(meta) = std::fs::metadata(out) {
-            use std::os::unix::fs::PermissionsExt;
-            if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
+        // Only a server mcpgraph built is replaced: any other file, executable or not, is the
+        // user's (a build names its output relative to the graph, and `../x` reaches out).
+        if std::fs::symlink_metadata(out).is_ok() {
+            let ours = std::fs::metadata(out).is_ok_and(|meta| meta.is_file())
+                && mcpgraph_runtime::attached::carries_a_graph(out).unwrap_or(false);
+            if !ours {
                 return Err(Failed::new(format!(
-                    "The output {} exists and is not an earlier build (an executable file): choose another path",
+                    "The output {} exists and is not a server mcpgraph built (a file with a graph attached): choose another path",
                     out.display()
                 )));
             }
@@ -477,13 +474,8 @@ impl Toolkit {
     }
 
     /// `mcpgraph build` of the current graph to `output` (relative to the graph file's
-    /// directory), with cargo's progress forwarded as notifications.
-    async fn build_graph(
-        &self,
-        output: &str,
-        static_: bool,
-        context: &CallContext,
-    ) -> Result<Value, Failed> {
+    /// directory): the stub with the graph attached, in milliseconds.
+    async fn build_graph(&self, output: &str, static_: bool) -> Result<Value, Failed> {
         let loaded = self.current().await?;
         let graph = graph_of(&loaded)?.clone();
         let source = self.inner.versions.graph_path().to_path_buf();
@@ -493,34 +485,12 @@ impl Toolkit {
             out = dir.map_or(out.clone(), |d| d.join(&out));
         }
         self.check_output(&out)?;
-        let options = crate::aot::BuildOptions {
-            profile: crate::aot::Profile::Release,
+        let options = crate::aot::StubOptions {
             static_,
-            source: source.clone(),
-            regenerate: format!("mcpgraph build {} -o {}", source.display(), out.display()),
+            stub: None,
             cache: crate::aot::cache_dir(),
         };
-        let (lines, mut received) = tokio::sync::mpsc::unbounded_channel::<String>();
-        let built = {
-            let (graph, out) = (graph.clone(), out.clone());
-            tokio::task::spawn_blocking(move || {
-                crate::aot::build_reporting(&graph, &out, &options, &mut |line: &str| {
-                    let _ = lines.send(line.to_string());
-                })
-            })
-        };
-        let mut count = 0u32;
-        while let Some(line) = received.recv().await {
-            count += 1;
-            if let Some((token, peer)) = &context.progress {
-                let param = ProgressNotificationParam::new(token.clone(), f64::from(count))
-                    .with_message(line);
-                let _ = peer.notify_progress(param).await;
-            }
-        }
-        let built = built
-            .await
-            .map_err(|e| Failed::new(format!("the build panicked: {e}")))?
+        let built = crate::aot::build_from_stub(&graph, &out, &options)
             .map_err(|e| Failed::new(e.to_string()))?;
         Ok(built_result(
             &built.path,

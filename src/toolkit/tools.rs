@@ -236,9 +236,9 @@ toolkit_tools! {
         output: output(json!({"mermaid": {"type": "string"}}), &["mermaid"]),
     }
     BuildGraph(BuildArguments) "buildGraph" {
-        description: "Builds the graph into a native MCP server binary (mcpgraph build), with progress notifications while cargo runs; returns the client configuration that starts it.",
+        description: "Builds the graph into an MCP server binary (mcpgraph build: the prebuilt server stub with the checked graph attached, in well under a second, no Rust toolchain); replaces only a server mcpgraph built; returns the client configuration that starts it.",
         input: object(
-            json!({"output": text("Where to write the binary"), "static": {"type": "boolean", "description": "Link glibc statically (mcpgraph build --static)"}}),
+            json!({"output": text("Where to write the binary"), "static": {"type": "boolean", "description": "Statically linked, from the static stub (mcpgraph build --static; `mcpgraph stub --static` makes that stub once)"}}),
             &["output"],
         ),
         output: output(

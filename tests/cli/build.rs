@@ -1,8 +1,10 @@
-//! Ahead-of-time equivalence: servers from `mcpgraph build` (statically linked: the stricter
-//! build) answer the shared corpus and our extensions' cases (`tests/conformance`) exactly as
-//! `serve` does, and hostile tool names build.
-//! All builds share one target directory (`target/mcpgraph-test-cache`). The `graph!` side of
-//! the same corpus is the workspace member `tests/graph-macro`, compiled by the workspace build.
+//! Ahead-of-time equivalence: servers from `mcpgraph build` (from the stub, and from cargo with
+//! `--native`, dynamic and static) answer the shared corpus and our extensions' cases
+//! (`tests/conformance`) exactly as `serve` does, and hostile tool names build. The stub's
+//! refusals and a damaged server's messages are in `stub.rs`.
+//! All cargo builds share one target directory (`target/mcpgraph-test-cache`). The `graph!`
+//! side of the same corpus is the workspace member `tests/graph-macro`, compiled by the
+//! workspace build.
 
 use crate::common;
 
@@ -87,63 +89,64 @@ fn extension_case_files(dir: &Path) -> Vec<String> {
     names
 }
 
+/// A server of `graph` at `out`, from the stub, with nothing but mcpgraph: no cargo, no rustc
+/// on PATH (and no `CARGO` for a child to find one by).
+pub(crate) fn build_from_stub(graph: &Path, out: &Path, flags: &[&str]) -> std::process::Output {
+    Command::new(common::mcpgraph())
+        .arg("build")
+        .arg(graph)
+        .arg("-o")
+        .arg(out)
+        .args(flags)
+        .env("PATH", "/nonexistent")
+        .env_remove("CARGO")
+        .env_remove("RUSTC")
+        .envs(common::SHARED_BUILD_ENV.iter().copied())
+        .output()
+        .expect("mcpgraph runs")
+}
+
+pub(crate) fn built_from_stub(graph: &Path, out: &Path, flags: &[&str]) {
+    let output = build_from_stub(graph, out, flags);
+    assert!(
+        output.status.success(),
+        "mcpgraph build {} failed: {}",
+        graph.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// Every graph case `serve` passes, against servers built from the stub (the default build).
 #[test]
-fn static_built_servers_answer_the_whole_corpus() {
+fn stub_built_servers_answer_the_whole_corpus() {
     let bins = common::root().join("target/mcpgraph-test-bins");
     for (name, graph) in corpus_graphs() {
-        let binary = bins.join(format!("{name}-static"));
-        build(&graph, &binary, &["--static"]);
-        // Checked independently of mcpgraph's own verification: ldd knows a static binary.
-        let ldd = Command::new("ldd").arg(&binary).output().expect("ldd runs");
-        let said = format!(
-            "{}{}",
-            String::from_utf8_lossy(&ldd.stdout),
-            String::from_utf8_lossy(&ldd.stderr)
-        );
-        assert!(
-            said.contains("not a dynamic executable") || said.contains("statically linked"),
-            "{name}: ldd says {said}"
-        );
-        // The corpus's downstream graphs start the mock relative to the graph's directory,
-        // which the runner makes the working directory: the same as for serve.
+        let binary = bins.join(&name);
+        built_from_stub(&graph, &binary, &[]);
         corpus(
             &common::shared_dir().join("conformance/graphs"),
             &name,
             &binary,
         );
     }
-    // Tool and property names that collide with generated items, with keywords or with each
-    // other once converted: the generated crate compiles under `#![deny(warnings)]`.
-    let hostile = bins.join("hostile_names-static");
-    build(
+    let hostile = bins.join("hostile_names");
+    built_from_stub(
         &common::root().join("tests/graphs/hostile_names.yaml"),
         &hostile,
-        &["--static"],
+        &[],
     );
     corpus(
         &common::root().join("tests/graphs"),
         "hostile_names",
         &hostile,
     );
-    // The extensions' cases (tests/conformance): every cases file there runs against ONE
-    // static build of `extensions.yaml` (each further build costs CI about a minute), so each
-    // of its graphs must be that file (the others are symlinks, run with other client
-    // capabilities).
     let conformance = common::root().join("tests/conformance");
-    let extensions = conformance.join("extensions.yaml");
-    let built = bins.join("extensions-static");
-    build(&extensions, &built, &["--static"]);
+    let built = bins.join("extensions");
+    built_from_stub(&conformance.join("extensions.yaml"), &built, &[]);
     for name in extension_case_files(&conformance) {
-        let graph = conformance.join(format!("{name}.yaml"));
-        assert_eq!(
-            std::fs::canonicalize(&graph).ok(),
-            std::fs::canonicalize(&extensions).ok(),
-            "tests/conformance/{name}.yaml must be extensions.yaml (a symlink to it): put new \
-             tools into extensions.yaml so that one static build serves every cases file"
-        );
         corpus(&conformance, &name, &built);
     }
-    let binary = bins.join("transforms-static");
+    let binary = bins.join("transforms");
     let version = Command::new(&binary)
         .arg("--version")
         .output()
@@ -158,8 +161,98 @@ fn static_built_servers_answer_the_whole_corpus() {
     assert_eq!(bad.status.code(), Some(2));
 }
 
+/// The cargo path (`--native`), dynamic and static: the corpus statically linked (the stricter
+/// build), the extensions' cases and the hostile names dynamically. A static build relinks the
+/// dynamic one's dependencies, so the runtime's tree is compiled once. The static stub is made
+/// by `mcpgraph stub --static` in the same cache, which compiles only its own small crate.
+#[test]
+fn native_builds_answer_the_corpus() {
+    let bins = common::root().join("target/mcpgraph-test-bins");
+    let static_linked = |binary: &Path, name: &str| {
+        // Checked independently of mcpgraph's own verification: ldd knows a static binary.
+        let ldd = Command::new("ldd").arg(binary).output().expect("ldd runs");
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&ldd.stdout),
+            String::from_utf8_lossy(&ldd.stderr)
+        );
+        assert!(
+            said.contains("not a dynamic executable") || said.contains("statically linked"),
+            "{name}: ldd says {said}"
+        );
+    };
+    // Tool and property names that collide with generated items, with keywords or with each
+    // other once converted: the generated crate compiles under `#![deny(warnings)]`.
+    let hostile = bins.join("hostile_names-native");
+    build(
+        &common::root().join("tests/graphs/hostile_names.yaml"),
+        &hostile,
+        &["--native"],
+    );
+    corpus(
+        &common::root().join("tests/graphs"),
+        "hostile_names",
+        &hostile,
+    );
+    // The extensions' cases (tests/conformance): every cases file there runs against ONE
+    // build of `extensions.yaml`, so each of its graphs must be that file (the others are
+    // symlinks, run with other client capabilities).
+    let conformance = common::root().join("tests/conformance");
+    let extensions = conformance.join("extensions.yaml");
+    let built = bins.join("extensions-native");
+    build(&extensions, &built, &["--native"]);
+    for name in extension_case_files(&conformance) {
+        let graph = conformance.join(format!("{name}.yaml"));
+        assert_eq!(
+            std::fs::canonicalize(&graph).ok(),
+            std::fs::canonicalize(&extensions).ok(),
+            "tests/conformance/{name}.yaml must be extensions.yaml (a symlink to it): put new \
+             tools into extensions.yaml so that one build serves every cases file"
+        );
+        corpus(&conformance, &name, &built);
+    }
+    for (name, graph) in corpus_graphs() {
+        let binary = bins.join(format!("{name}-native-static"));
+        build(&graph, &binary, &["--native", "--static"]);
+        static_linked(&binary, &name);
+        // The corpus's downstream graphs start the mock relative to the graph's directory,
+        // which the runner makes the working directory: the same as for serve.
+        corpus(
+            &common::shared_dir().join("conformance/graphs"),
+            &name,
+            &binary,
+        );
+    }
+    let binary = bins.join("transforms-native-static");
+    let version = Command::new(&binary)
+        .arg("--version")
+        .output()
+        .expect("runs");
+    assert_eq!(
+        String::from_utf8_lossy(&version.stdout).trim(),
+        format!("transforms 1.0.0 (mcpgraph {})", env!("CARGO_PKG_VERSION"))
+    );
+
+    // The static stub, then a static server from it without cargo.
+    let stub = Command::new(common::mcpgraph())
+        .args(["stub", "--static"])
+        .envs(common::SHARED_BUILD_ENV.iter().copied())
+        .status()
+        .expect("mcpgraph runs");
+    assert!(stub.success(), "mcpgraph stub --static failed");
+    let graph = common::shared_dir().join("conformance/graphs/transforms.yaml");
+    let binary = bins.join("transforms-static");
+    built_from_stub(&graph, &binary, &["--static"]);
+    static_linked(&binary, "transforms (from the static stub)");
+    corpus(
+        &common::shared_dir().join("conformance/graphs"),
+        "transforms",
+        &binary,
+    );
+}
+
 /// The generated crates of an example and of the hostile-names fixture, as committed in
-/// `tests/snapshots/` (regenerate with `MCPGRAPH_BLESS=1`). The static build above compiles the
+/// `tests/snapshots/` (regenerate with `MCPGRAPH_BLESS=1`). The native builds above compile the
 /// generated code under `#![deny(warnings)]`.
 #[test]
 fn generated_code_snapshot() {

@@ -11,4 +11,5 @@ mod diagnostics_corpus;
 mod examples;
 mod graph_macro_expansion;
 mod lock;
+mod stub;
 mod transcripts;

@@ -63,7 +63,13 @@ impl Server {
     /// Starts `mcpgraph serve ARGS` (which should include `--http 127.0.0.1:0`) and waits for
     /// the line naming the address.
     fn start(args: &[&str], env: &[(&str, &str)]) -> Server {
-        let mut server = Server::spawn(args, env);
+        let args: Vec<&str> = ["serve"].iter().chain(args).copied().collect();
+        Server::start_command(&args, env)
+    }
+
+    /// [`Server::start`] of `mcpgraph ARGS`, the subcommand (or `-g`) included.
+    fn start_command(args: &[&str], env: &[(&str, &str)]) -> Server {
+        let mut server = Server::spawn_command(args, env);
         let mut port = None;
         wait_until("the server's address line", || {
             port = server.lines().iter().find_map(|line| {
@@ -84,9 +90,13 @@ impl Server {
 
     /// Starts `mcpgraph serve ARGS` without waiting for anything.
     fn spawn(args: &[&str], env: &[(&str, &str)]) -> Server {
+        let args: Vec<&str> = ["serve"].iter().chain(args).copied().collect();
+        Server::spawn_command(&args, env)
+    }
+
+    fn spawn_command(args: &[&str], env: &[(&str, &str)]) -> Server {
         let mut command = Command::new(common::mcpgraph());
         command
-            .arg("serve")
             .args(args)
             .current_dir(common::root())
             .env("MCPGRAPH_MOCK", mock())
@@ -518,6 +528,25 @@ fn an_unset_token_variable_is_a_usage_error() {
     wait_until("the message naming the variable", || {
         server.text().contains("MCPGRAPH_HTTP_TEST_UNSET_VAR")
     });
+}
+
+/// The original's command line takes `serve`'s HTTP flags too (issue 24, item 4): `-g FILE
+/// --http ADDR` serves over HTTP, as `serve FILE --http ADDR` does.
+#[test]
+fn the_original_command_line_serves_http() {
+    let graph = common::root().join("examples/loop.yaml");
+    let server = Server::start_command(
+        &["-g", &graph.to_string_lossy(), "--http", "127.0.0.1:0"],
+        &[],
+    );
+    let response = post_call(server.port, "sum_to_n", json!({"n": 10}), &[]);
+    assert_eq!(response.status, 200, "{}", response.body);
+    assert_eq!(
+        rpc_message(&response)["result"]["structuredContent"]["sum"],
+        55,
+        "{}",
+        response.body
+    );
 }
 
 #[test]

@@ -145,36 +145,55 @@ fn a_read_only_graph_is_not_edited() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// `buildGraph` builds a native server with `mcpgraph build`'s driver: progress notifications
-/// while cargo runs, all before the result, which carries the client configuration; the binary
-/// it built answers a call. The build cache and the `--static` flavour are tests/cli/build.rs's, so
-/// the runtime is compiled once for both.
+/// `buildGraph` builds a server from the stub, as `mcpgraph build` does: no cargo, so the result
+/// comes at once with the client configuration, and the binary it built answers a call. It
+/// replaces an earlier build (a file that carries an attached graph) and nothing else: an
+/// executable script outside the graph's directory is left alone (issue 24, item 10).
 #[test]
 fn build_graph_builds_a_server_that_answers() {
+    use std::os::unix::fs::PermissionsExt;
     let dir = temp_dir("toolkit-build");
+    std::fs::create_dir_all(dir.join("graph")).unwrap();
     std::fs::copy(
         common::root().join("examples/greeting_next.yaml"),
-        dir.join("graph.yaml"),
+        dir.join("graph/graph.yaml"),
     )
     .expect("copy the graph");
-    // tests/cli/build.rs's cache and cargo settings: anything else compiles the tree again.
-    let mut toolkit = Mcp::start(&["toolkit", "graph.yaml"], &dir, common::SHARED_BUILD_ENV);
-    let id = toolkit.send_request(
-        "tools/call",
-        json!({"name": "buildGraph", "arguments": {"output": "greeter", "static": true}, "_meta": {"progressToken": "b"}}),
+    let script = dir.join("script.sh");
+    std::fs::write(&script, "#!/bin/sh\necho mine\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // PATH without cargo: the build needs none.
+    let mut toolkit = Mcp::start(
+        &["toolkit", "graph.yaml"],
+        &dir.join("graph"),
+        &[("PATH", "/nonexistent")],
     );
-    // A cold cache compiles the runtime: minutes on two cores.
-    let response = toolkit.response(id, std::time::Duration::from_secs(900));
-    let built = common::structured(&response).clone();
-    assert_ne!(response["result"]["isError"], json!(true), "{response}");
-    // Every progress notification came before the result (they are in `pending`, in order).
-    let progress: Vec<&serde_json::Value> = toolkit
-        .pending
-        .iter()
-        .filter(|m| m["method"] == "notifications/progress")
-        .collect();
-    assert!(!progress.is_empty(), "no progress while cargo ran");
-    assert!(progress.iter().all(|m| m["params"]["progressToken"] == "b"));
+    let refused = toolkit.call("buildGraph", json!({"output": "../script.sh"}));
+    assert_eq!(refused["result"]["isError"], json!(true), "{refused}");
+    assert!(
+        common::text(&refused).contains("not a server mcpgraph built"),
+        "{refused}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&script).unwrap(),
+        "#!/bin/sh\necho mine\n"
+    );
+    let mut built = serde_json::Value::Null;
+    // The second build replaces the first.
+    for _ in 0..2 {
+        let response = toolkit.call("buildGraph", json!({"output": "greeter"}));
+        assert_ne!(response["result"]["isError"], json!(true), "{response}");
+        built = common::structured(&response).clone();
+    }
+    assert!(
+        !toolkit
+            .pending
+            .iter()
+            .any(|m| m["method"] == "notifications/progress"),
+        "progress from a build that runs no cargo"
+    );
+    let root = dir.clone();
+    let dir = dir.join("graph");
     let binary = dir.join("greeter");
     assert_eq!(
         built["path"].as_str().map(PathBuf::from),
@@ -197,7 +216,7 @@ fn build_graph_builds_a_server_that_answers() {
     assert!(common::text(&answer).contains("Ada"), "{answer}");
     server.close_stdin();
     let _ = server.wait_exit(std::time::Duration::from_secs(10));
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&root);
 }
 
 /// The inline tool of [`inline_runs_start_no_threads`]: the mock server echoes its argument `n`,
