@@ -36,7 +36,9 @@
 //! exactly this edit made (the tool's JSON equal to what was sent). If the block-scalar rendering
 //! does not read back the same (say, a string with trailing blank lines before a blank line of the
 //! file), the tool is rendered again with multi-line strings double-quoted; if that fails too, the edit is
-//! refused. A `tools` list written in flow style (`tools: [{...}]`, other than `[]`) is refused:
+//! refused, saying why: the new file cannot be read at all (past the YAML budget, `yaml::budget`;
+//! the refusal names the limit), or the value that reads back otherwise (an integer above 64
+//! bits). A `tools` list written in flow style (`tools: [{...}]`, other than `[]`) is refused:
 //! only block sequences are spliced.
 //!
 //! # When an edit is refused
@@ -202,8 +204,9 @@ pub fn apply(
 
     let place_of_tools = ToolsPlace::find(&file.text, &tree).map_err(Refusal::plain)?;
     let style = Style::detect(&file.text, &tree, &place_of_tools);
-    let mut splice = None;
-    for block_scalars in [true, false] {
+    // Block scalars first; when they do not read back, multi-line strings double-quoted, whose
+    // refusal (the last word) is the one reported.
+    let attempt = |block_scalars: bool| -> Result<Splice, Refusal> {
         let candidate = splice_edit(
             &file.text,
             &place_of_tools,
@@ -213,16 +216,12 @@ pub fn apply(
             block_scalars,
         )
         .map_err(Refusal::plain)?;
-        if reads_as(&candidate.text, &tree, &expected) {
-            splice = Some(candidate);
-            break;
+        match read_back(&candidate.text, &tree, &expected) {
+            Ok(()) => Ok(candidate),
+            Err(mismatch) => Err(mismatch.refusal(candidate)),
         }
-    }
-    let Some(splice) = splice else {
-        return Err(Refusal::plain(
-            "the edit was refused: the tool cannot be written as YAML that reads back as the same JSON (a number too large for YAML?)",
-        ));
     };
+    let splice = attempt(true).or_else(|_| attempt(false))?;
 
     let new_file = SourceFile::new(file.name.clone(), splice.text.clone());
     let checked = crate::compile_with(&new_file, mcp, lock);
@@ -252,8 +251,7 @@ pub fn apply(
                 _ => true,
             };
         new_errors += usize::from(is_new);
-        let in_tool = matches!(d.location, Location::Graph(span)
-            if splice.tool.is_some_and(|t| span.start >= t.start && span.start < t.end.max(t.start + 1)));
+        let in_tool = points_in_tool(d, splice.tool);
         if is_new || in_tool {
             diagnostics.push(place(
                 d,
@@ -279,6 +277,12 @@ pub fn apply(
         diagnostics,
         tool_text: splice.tool_text,
     })
+}
+
+/// Whether a diagnostic points inside the proposed tool (`tool`, its span in the new text).
+fn points_in_tool(d: &crate::Diagnostic, tool: Option<Span>) -> bool {
+    matches!(d.location, Location::Graph(span)
+        if tool.is_some_and(|t| span.start >= t.start && span.start < t.end.max(t.start + 1)))
 }
 
 /// A diagnostic's position: relative to the tool's text when `tool` (its span in `text`) is given.
@@ -333,12 +337,99 @@ fn tool_name(tool: &Yaml) -> Option<&str> {
     tool.get("name").and_then(Yaml::as_str)
 }
 
-/// Whether `text` reads as the document `old` with its tools replaced by `tools` (a missing or
-/// null `tools` reading as no tools).
-fn reads_as(text: &str, old: &Yaml, tools: &[Value]) -> bool {
-    let Ok(new) = yaml::parse(text) else {
-        return false;
-    };
+/// Why a spliced text does not read back as the edited document.
+enum Mismatch {
+    /// It cannot be read as a graph file at all: past the YAML budget (a tool too large), say.
+    Unreadable(Box<crate::Diagnostic>),
+    /// It reads as another document; the first tool value that differs, when a tool value does.
+    Differs(Option<Difference>),
+}
+
+/// A value of the tools as sent and as its YAML reads back.
+struct Difference {
+    /// Where, as `tools[1].nodes[0].value`.
+    path: String,
+    sent: Value,
+    read: Value,
+}
+
+impl Mismatch {
+    fn refusal(self, candidate: Splice) -> Refusal {
+        match self {
+            Mismatch::Unreadable(d) => {
+                let lines = LineIndex::new(&candidate.text);
+                let tool = candidate
+                    .tool
+                    .filter(|_| points_in_tool(&d, candidate.tool));
+                let help = d
+                    .help
+                    .as_deref()
+                    .map(|h| format!("; {h}"))
+                    .unwrap_or_default();
+                Refusal {
+                    message: format!(
+                        "the edit was refused: with this tool, the graph file could not be read back: {}{help}",
+                        d.message
+                    ),
+                    diagnostics: vec![place(&d, &candidate.text, &lines, tool, candidate.indent)],
+                    tool_text: candidate.tool_text,
+                }
+            }
+            // Integers of YAML are 64-bit signed here: a larger one reads back as a float.
+            Mismatch::Differs(Some(Difference { path, sent, read }))
+                if sent.is_u64() && sent.as_i64().is_none() =>
+            {
+                Refusal::plain(format!(
+                    "the edit was refused: the number {sent} at `{path}` is too large for a graph file's YAML, whose integers go up to {} (it would read back as {read}); send it as a string or a smaller number",
+                    i64::MAX
+                ))
+            }
+            Mismatch::Differs(Some(Difference { path, sent, read })) => Refusal::plain(format!(
+                "the edit was refused: the value at `{path}` cannot be written as YAML that reads back the same ({} would read back as {})",
+                brief(&sent),
+                brief(&read)
+            )),
+            Mismatch::Differs(None) => Refusal::plain(
+                "the edit was refused: the tool cannot be spliced into the file so that the file reads back as the old one with only this edit made",
+            ),
+        }
+    }
+}
+
+/// A value's JSON, cut to a length a message can carry.
+fn brief(value: &Value) -> String {
+    let text = value.to_string();
+    match text.char_indices().nth(80) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text,
+    }
+}
+
+/// The first place, in written order, where `read` differs from `sent`.
+fn difference(sent: &Value, read: &Value, path: String) -> Option<Difference> {
+    match (sent, read) {
+        (Value::Object(a), Value::Object(b)) if a.keys().eq(b.keys()) => a
+            .iter()
+            .zip(b.values())
+            .find_map(|((key, sent), read)| difference(sent, read, format!("{path}.{key}"))),
+        (Value::Array(a), Value::Array(b)) if a.len() == b.len() => a
+            .iter()
+            .zip(b)
+            .enumerate()
+            .find_map(|(i, (sent, read))| difference(sent, read, format!("{path}[{i}]"))),
+        _ if sent == read => None,
+        _ => Some(Difference {
+            path,
+            sent: sent.clone(),
+            read: read.clone(),
+        }),
+    }
+}
+
+/// Reads `text` back: `Ok` when it reads as the document `old` with its tools replaced by
+/// `tools` (a missing or null `tools` reading as no tools), else why not.
+fn read_back(text: &str, old: &Yaml, tools: &[Value]) -> Result<(), Mismatch> {
+    let new = yaml::parse(text).map_err(|d| Mismatch::Unreadable(Box::new(d)))?;
     let without_tools = |tree: &Yaml| match tree.to_json() {
         Value::Object(mut map) => {
             map.shift_remove("tools");
@@ -351,7 +442,15 @@ fn reads_as(text: &str, old: &Yaml, tools: &[Value]) -> bool {
         Some(YamlKind::Seq(_) | YamlKind::Null) | None => true,
         Some(_) => false,
     };
-    list_ok && new_tools == tools && without_tools(&new) == without_tools(old)
+    if list_ok && new_tools == tools && without_tools(&new) == without_tools(old) {
+        return Ok(());
+    }
+    let first = tools
+        .iter()
+        .zip(&new_tools)
+        .enumerate()
+        .find_map(|(i, (sent, read))| difference(sent, read, format!("tools[{i}]")));
+    Err(Mismatch::Differs(first))
 }
 
 /// Where the `tools` list is, in the text.
@@ -718,5 +817,71 @@ fn skip_blank_and_comments(text: &str, mut at: usize) -> usize {
         } else {
             return at;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const GRAPH: &str = "version: \"1.0\"\nserver:\n  name: d\n  version: 1.0.0\ntools: []\n";
+
+    fn add(tool: &Value) -> Result<Proposed, Refusal> {
+        apply(
+            &SourceFile::new("g.yaml", GRAPH),
+            None,
+            None,
+            Edit::Add(tool),
+        )
+    }
+
+    /// A tool whose YAML passes the node budget is refused with the budget named, not taken
+    /// for a number YAML cannot hold.
+    #[test]
+    fn a_tool_past_the_yaml_node_budget_is_refused_naming_the_budget() {
+        let limit = yaml::budget().max_nodes;
+        // Five YAML nodes a graph node (its mapping, two keys, two values): past the limit.
+        let nodes: Vec<Value> = (0..limit / 5 + 1)
+            .map(|i| json!({"id": format!("n{i}"), "type": "exit"}))
+            .collect();
+        let tool = json!({
+            "name": "big",
+            "description": "d",
+            "inputSchema": {"type": "object"},
+            "nodes": nodes,
+        });
+        let refusal = add(&tool).expect_err("a file past the budget cannot be read back");
+        assert!(
+            refusal
+                .message
+                .contains(&format!("more than {limit} YAML nodes")),
+            "{}",
+            refusal.message
+        );
+        assert!(refusal.message.contains("memory"), "{}", refusal.message);
+        assert!(!refusal.message.contains("number"), "{}", refusal.message);
+        assert_eq!(refusal.diagnostics.len(), 1, "{:?}", refusal.diagnostics);
+        assert_eq!(refusal.diagnostics[0].code, "E0001");
+    }
+
+    /// An integer above 64 bits reads back as a float: the refusal says which number, where.
+    #[test]
+    fn an_integer_yaml_cannot_hold_is_refused_naming_it() {
+        let tool = json!({
+            "name": "t",
+            "description": "d",
+            "inputSchema": {"type": "object", "maximum": u64::MAX},
+            "nodes": [{"id": "out", "type": "exit"}],
+        });
+        let refusal = add(&tool).expect_err("the number cannot be written");
+        assert!(
+            refusal.message.contains(&format!(
+                "the number {} at `tools[0].inputSchema.maximum` is too large",
+                u64::MAX
+            )),
+            "{}",
+            refusal.message
+        );
     }
 }

@@ -98,8 +98,8 @@ impl Yaml {
     }
 }
 
-/// Parses one YAML document. The only errors here are YAML syntax errors and duplicate keys,
-/// which end parsing: there is no tree to check after them.
+/// Parses one YAML document. The only errors here are YAML syntax errors, duplicate keys and a
+/// file past the `budget`, which end parsing: there is no tree to check after them.
 #[expect(
     clippy::result_large_err,
     reason = "the error happens at most once per file; boxing it would only burden every caller"
@@ -108,6 +108,7 @@ pub fn parse(source: &str) -> Result<Yaml, Diagnostic> {
     let options = serde_saphyr::options! {
         strict_booleans: true,
         with_snippet: false,
+        budget: Some(budget()),
     };
     match serde_saphyr::from_str_with_options::<Option<Spanned<Raw>>>(source, options) {
         Ok(Some(spanned)) => Ok(from_spanned(spanned, source)),
@@ -120,11 +121,26 @@ pub fn parse(source: &str) -> Result<Yaml, Diagnostic> {
     }
 }
 
+/// The limits a graph file's YAML is read within: serde-saphyr's defaults, named here so that a
+/// refusal can quote the limit it met. They bound the memory and time a runaway or hostile file
+/// takes before its tree is built; the tightest in practice is the 250,000 YAML nodes, which a
+/// tool of about 24,000 graph nodes reaches.
+pub(crate) fn budget() -> serde_saphyr::Budget {
+    serde_saphyr::Budget::default()
+}
+
 fn yaml_error(error: &serde_saphyr::Error, source: &str) -> Diagnostic {
     let span = error
         .location()
         .map(|loc| location_span(&loc, source))
         .unwrap_or_else(|| Span::new(0, 0));
+    if let serde_saphyr::Error::Budget { breach, .. } = original_error(error) {
+        return Diagnostic::yaml_syntax(span, budget_breach_message(breach, &budget())).with_help(
+            "the limit bounds the memory and time reading a graph file takes; make the file \
+             smaller: write repeated steps once (a `map` node over a list instead of one node per \
+             item), or move tools into another graph file served as an MCP server of this one",
+        );
+    }
     let message = own_words(plain_message(&error.without_snippet().to_string()));
     if message.contains("duplicate") {
         Diagnostic::duplicate_key(span, message)
@@ -133,17 +149,66 @@ fn yaml_error(error: &serde_saphyr::Error, source: &str) -> Diagnostic {
     }
 }
 
+/// The error serde-saphyr met, out of the wrappers that add a source snippet or an alias's site.
+fn original_error(mut error: &serde_saphyr::Error) -> &serde_saphyr::Error {
+    use serde_saphyr::Error;
+    while let Error::WithSnippet { error: inner, .. } | Error::AliasError { error: inner, .. } =
+        error
+    {
+        error = &**inner;
+    }
+    error
+}
+
+/// Which of the budget's limits the file passed, and the limit, in a graph file's terms:
+/// serde-saphyr's own text is its enum's `Debug` form (`Nodes { nodes: 250001 }`).
+fn budget_breach_message(
+    breach: &serde_saphyr::budget::BudgetBreach,
+    budget: &serde_saphyr::Budget,
+) -> String {
+    use serde_saphyr::budget::BudgetBreach;
+    let (limit, what) = match breach {
+        BudgetBreach::Nodes { .. } => (
+            budget.max_nodes,
+            "YAML nodes (mappings, sequences and scalars)",
+        ),
+        BudgetBreach::Events { .. } => (budget.max_events, "YAML parser events"),
+        BudgetBreach::Depth { .. } => (budget.max_depth, "levels of nesting"),
+        BudgetBreach::ScalarBytes { .. } => (budget.max_total_scalar_bytes, "bytes of scalar text"),
+        BudgetBreach::Aliases { .. } => (budget.max_aliases, "aliases (`*name`)"),
+        BudgetBreach::Anchors { .. } => (budget.max_anchors, "anchors (`&name`)"),
+        BudgetBreach::MergeKeys { .. } => (budget.max_merge_keys, "merge keys (`<<`)"),
+        BudgetBreach::Documents { .. } => (budget.max_documents, "YAML documents"),
+        BudgetBreach::RecordedAnchorEvents { .. } => (
+            budget.max_recorded_anchor_events,
+            "parser events copied for anchors",
+        ),
+        BudgetBreach::RecordedAnchorBytes { .. } => (
+            budget.max_recorded_anchor_bytes,
+            "bytes of text copied for anchors",
+        ),
+        BudgetBreach::AliasAnchorRatio { aliases, anchors } => {
+            return format!(
+                "the file is too large to read: its {aliases} aliases use its {anchors} anchors more than {} times each, the most a graph file may",
+                budget.alias_anchor_ratio_multiplier
+            );
+        }
+        other => {
+            return format!(
+                "the file is too large or too complex to read (a YAML budget was passed: {other:?})"
+            );
+        }
+    };
+    format!(
+        "the file is too large to read: it holds more than {limit} {what}, the most a graph file may hold"
+    )
+}
+
 /// serde-saphyr's messages in a graph file's terms: some of them address a Rust programmer
 /// calling the library ("use from_str_multiple ...").
 fn own_words(message: String) -> String {
     if message.contains("from_str_multiple") || message.contains("multiple documents") {
         return "the file holds more than one YAML document: a graph file is a single document (remove the `---` or `...` separating them)".to_string();
-    }
-    if let Some(limit) = message.find("budget") {
-        return format!(
-            "the YAML is too large or too deeply nested to read safely ({})",
-            message[limit..].trim_end_matches('.')
-        );
     }
     message
 }
@@ -299,5 +364,35 @@ impl<'de> Visitor<'de> for RawVisitor {
             entries.push((key, value));
         }
         Ok(Raw::Map(entries))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file with more YAML nodes than the budget allows names the budget and its limit, not
+    /// serde-saphyr's `Nodes { nodes: 250001 }`, and says what to do.
+    #[test]
+    fn a_file_past_the_node_budget_names_the_budget() {
+        let limit = budget().max_nodes;
+        // One scalar node an item, and the mapping, its `tools` key and the sequence besides.
+        let text = format!("tools:\n{}", "- 0\n".repeat(limit));
+        let error = parse(&text).expect_err("the file is past the budget");
+        assert!(
+            error
+                .message
+                .contains(&format!("more than {limit} YAML nodes")),
+            "{}",
+            error.message
+        );
+        assert!(
+            error
+                .help
+                .as_deref()
+                .is_some_and(|help| help.contains("memory")),
+            "{:?}",
+            error.help
+        );
     }
 }

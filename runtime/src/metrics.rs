@@ -6,6 +6,8 @@
 //! lines per family, and the usual crates (`prometheus`, `metrics-exporter-prometheus`) bring
 //! a dozen crates and a registry model we do not need.
 
+use crate::engine::CallError;
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -16,6 +18,10 @@ use std::time::Duration;
 const BUCKETS: &[f64] = &[
     0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
 ];
+
+/// The most bytes of a client-chosen name (a tool the graph does not have) that a log line or
+/// an error text repeats.
+const MAX_CLIENT_NAME_BYTES: usize = 128;
 
 /// The most distinct label values a family keeps (tools are bounded by the graph; a client
 /// calling made-up tool names must not grow the registry): later ones count as `other`.
@@ -138,6 +144,33 @@ enum Outcome<'a> {
     Ok,
     InputRequired,
     Failed(&'a str, &'a str),
+}
+
+/// A call's failure as its log line and the client's error read it. An unknown tool's name is
+/// the client's own choice and may take a megabyte, which would then be written twice per
+/// request (this log line and rmcp's warning of the error response): it is cut by
+/// [`client_chosen`]. Other failures are written as they are: the tools they name are the graph's.
+pub(crate) fn failure_text(error: &CallError) -> String {
+    match error {
+        CallError::UnknownTool(name) => {
+            CallError::UnknownTool(client_chosen(name).into_owned()).to_string()
+        }
+        other => other.to_string(),
+    }
+}
+
+/// A name the client chose, as logs and error texts repeat it: whole up to
+/// [`MAX_CLIENT_NAME_BYTES`], else cut there (back to a character boundary) and followed by its
+/// length, `… (1048576 bytes)`. Never given a name of the graph's tools: those go whole.
+fn client_chosen(name: &str) -> Cow<'_, str> {
+    if name.len() <= MAX_CLIENT_NAME_BYTES {
+        return Cow::Borrowed(name);
+    }
+    let mut cut = MAX_CLIENT_NAME_BYTES;
+    while !name.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    Cow::Owned(format!("{}… ({} bytes)", &name[..cut], name.len()))
 }
 
 fn first_line(message: &str) -> &str {
@@ -316,5 +349,29 @@ mod tests {
             .map(|l| l.rsplit(' ').next().unwrap().parse().unwrap())
             .collect();
         assert!(counts.windows(2).all(|w| w[0] <= w[1]), "{counts:?}");
+    }
+
+    /// A megabyte of made-up tool name costs a short line per request, and says how long the
+    /// name was.
+    #[test]
+    fn a_made_up_tool_name_is_cut_in_logs_and_error_texts() {
+        let name = "x".repeat(1 << 20);
+        let text = failure_text(&CallError::UnknownTool(name.clone()));
+        assert!(text.len() < 200, "{} bytes", text.len());
+        assert_eq!(
+            text,
+            format!("Unknown tool: {}… (1048576 bytes)", &name[..128])
+        );
+        // Cut back to a character boundary: 42 three-byte characters fit in 128 bytes.
+        let wide = "€".repeat(100);
+        assert_eq!(
+            client_chosen(&wide),
+            format!("{}… (300 bytes)", "€".repeat(42))
+        );
+        assert_eq!(client_chosen(&"y".repeat(128)), "y".repeat(128));
+        assert_eq!(
+            failure_text(&CallError::UnknownTool("sum".into())),
+            "Unknown tool: sum"
+        );
     }
 }

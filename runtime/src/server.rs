@@ -551,12 +551,12 @@ impl ServerHandler for GraphServer {
         let failed = outcome
             .as_ref()
             .err()
-            .map(|e| (e.kind_name(), e.to_string()));
+            .map(|e| (e.kind_name(), crate::metrics::failure_text(e)));
         call.finish(failed.as_ref().map(|(kind, text)| (*kind, text.as_str())));
         match outcome {
             Ok(value) => Ok(success(value).into()),
-            Err(CallError::UnknownTool(name)) => Err(ErrorData::invalid_params(
-                format!("Unknown tool: {name}"),
+            Err(error @ CallError::UnknownTool(_)) => Err(ErrorData::invalid_params(
+                crate::metrics::failure_text(&error),
                 None,
             )),
             Err(CallError::Cancelled) => {
