@@ -5,8 +5,15 @@
 //! runs the tool again from its start, answering the questions already asked from the state,
 //! until it reaches a new question or its end (docs/http.md, "Questions over HTTP").
 //!
-//! The state is sealed (HMAC) with the key in `MCPGRAPH_REQUEST_STATE_KEY`, bound to the tool and
-//! its arguments, and expires: every replica that shares the key can take the next round.
+//! Each answer in the state is bound to the question it answered: the asking node and a digest
+//! of the question's message and requested schema. A round whose run computes another question
+//! at that node ("Delete 3 files?" where "Delete 2 files?" was answered) asks the client again:
+//! consent is never carried over to a question the person was not shown.
+//!
+//! The state is sealed (HMAC) with the key in `MCPGRAPH_REQUEST_STATE_KEY` (UTF-8 text of at
+//! least 32 bytes; anything else is refused, by an HTTP server at its start, never replaced by
+//! a random key), bound to the tool and its arguments, and expires: every replica that shares
+//! the key can take the next round.
 
 use crate::executor::{Asker, Question, Refusal};
 use rmcp::model::{ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction};
@@ -15,11 +22,12 @@ use rmcp::model::{RequestStateCodec, SealOptions};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::VecDeque;
+use std::ffi::OsString;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-/// The environment variable holding the sealing key (at least 32 bytes).
+/// The environment variable holding the sealing key (UTF-8 text of at least 32 bytes).
 pub const KEY_VARIABLE: &str = "MCPGRAPH_REQUEST_STATE_KEY";
 /// The name of the one input request of a round.
 const INPUT: &str = "ask";
@@ -32,10 +40,12 @@ pub(crate) struct Sealer {
 }
 
 impl Sealer {
-    /// The key from [`KEY_VARIABLE`], or a random one for this process (then only this process
-    /// can take the next round).
+    /// The key from [`KEY_VARIABLE`], or a random one for this process when the variable is
+    /// unset (then only this process can take the next round). It is read as an `OsString`, so
+    /// a value that is not UTF-8 is refused by [`Sealer::check`] rather than taken for unset:
+    /// a replica that quietly made its own key would refuse every other replica's states.
     pub(crate) fn from_env() -> Sealer {
-        Sealer::with_key(std::env::var(KEY_VARIABLE).ok())
+        Sealer::with_key(std::env::var_os(KEY_VARIABLE))
     }
 
     /// The key is usable.
@@ -43,22 +53,37 @@ impl Sealer {
         self.codec.as_ref().map(|_| ()).map_err(Clone::clone)
     }
 
-    fn with_key(key: Option<String>) -> Sealer {
+    fn with_key(key: Option<OsString>) -> Sealer {
         let codec = match key {
-            Some(key) => RequestStateCodec::try_new(key.into_bytes()).map_err(|e| {
-                format!("{KEY_VARIABLE} cannot seal the question's state: {e} (it needs at least 32 bytes)")
+            Some(key) => key_text(key).and_then(|key| {
+                RequestStateCodec::try_new(key.into_bytes()).map_err(|e| {
+                    format!(
+                        "{KEY_VARIABLE} cannot seal the question's state: {e}; set it to at least \
+                         {} bytes of UTF-8 text, the same on every replica",
+                        RequestStateCodec::MIN_KEY_LENGTH
+                    )
+                })
             }),
             None => {
                 let mut key = vec![0u8; 32];
                 getrandom::fill(&mut key)
                     .map_err(|e| format!("no random key for the question's state: {e}"))
-                    .and_then(|()| {
-                        RequestStateCodec::try_new(key).map_err(|e| e.to_string())
-                    })
+                    .and_then(|()| RequestStateCodec::try_new(key).map_err(|e| e.to_string()))
             }
         };
         Sealer { codec }
     }
+}
+
+/// The key as text: one every replica reads the same, whatever its platform's encoding.
+fn key_text(key: OsString) -> Result<String, String> {
+    key.into_string().map_err(|_| {
+        format!(
+            "{KEY_VARIABLE} is not UTF-8 text: set it to at least {} bytes of UTF-8 text, the \
+             same on every replica (for example the output of `openssl rand -hex 32`)",
+            RequestStateCodec::MIN_KEY_LENGTH
+        )
+    })
 }
 
 /// What a round carries to the next.
@@ -66,13 +91,42 @@ impl Sealer {
 struct State {
     /// The answers given so far, in the order the run asked.
     answers: Vec<Answer>,
-    /// The node whose question the last round asked.
-    pending: Option<String>,
+    /// The question the last round asked, which the client's `inputResponses` answer.
+    pending: Option<Asked>,
+}
+
+/// A question as an answer is bound to it: the asking node and what it asked. An answer is
+/// given again only to the very question it answered, so consent to "Delete 2 files?" is not
+/// taken for "Delete 3 files?" when a later round computes another message (or schema) at the
+/// same node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Asked {
+    node: String,
+    /// SHA-256 (hex) of the question's message and requested schema as canonical JSON: the
+    /// state is authenticated, so a digest binds the answer as well as the text would, and
+    /// keeps the state small.
+    question: String,
+}
+
+impl Asked {
+    fn of(question: &Question) -> Asked {
+        let mut bytes = Vec::new();
+        canonical_json(
+            &serde_json::json!({"message": question.message, "schema": question.schema}),
+            &mut bytes,
+        );
+        let digest = ring::digest::digest(&ring::digest::SHA256, &bytes);
+        Asked {
+            node: question.node.clone(),
+            question: digest.as_ref().iter().map(|b| format!("{b:02x}")).collect(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Answer {
-    node: String,
+    /// The question this answers.
+    asked: Asked,
     /// The client's `ElicitResult`, as it sent it.
     result: Value,
 }
@@ -117,11 +171,11 @@ impl Round {
                     })?
             }
         };
-        if let Some(node) = state.pending.take()
+        if let Some(asked) = state.pending.take()
             && let Some(result) = input_responses.and_then(|r| r.get(INPUT))
         {
             state.answers.push(Answer {
-                node,
+                asked,
                 result: result.clone(),
             });
         }
@@ -140,14 +194,17 @@ impl Round {
         Arc::new(move |question: Question| {
             let round = round.clone();
             Box::pin(async move {
-                // This node's first answer not used yet: a node asked again (in a loop) takes
-                // its answers in order; branches running side by side may ask in any order. An
-                // answer no question of this round takes (the run went another way) is dropped.
+                // The first answer not used yet to this very question (node, message and
+                // schema): a node asked again (in a loop) takes its answers in order; branches
+                // running side by side may ask in any order. A node that now asks something
+                // else is asked again. An answer no question of this round takes (the run went
+                // another way, or its question changed) is dropped.
+                let asked = Asked::of(&question);
                 let next = {
                     let mut answers = lock(&round.answers);
                     answers
                         .iter()
-                        .position(|a| a.node == question.node)
+                        .position(|a| a.asked == asked)
                         .and_then(|i| answers.remove(i))
                 };
                 match next {
@@ -188,7 +245,7 @@ impl Round {
         let codec = sealer.codec.as_ref().map_err(Clone::clone)?;
         let state = State {
             answers: lock(&self.used).clone(),
-            pending: Some(question.node.clone()),
+            pending: Some(Asked::of(&question)),
         };
         let sealed = codec
             .seal_json_with(
@@ -228,42 +285,45 @@ pub(crate) fn answer_of(result: &Value) -> Result<Value, Refusal> {
     }
 }
 
-/// The bytes a state is bound to: the tool's name and its arguments, with every object's keys
-/// sorted (a client may send them in another order next round).
+/// The bytes a state is bound to: the tool's name and its arguments as canonical JSON (a
+/// client may send their keys in another order next round).
 fn binding(tool: &str, arguments: &Map<String, Value>) -> Vec<u8> {
-    fn canonical(value: &Value, out: &mut Vec<u8>) {
-        match value {
-            Value::Object(map) => {
-                let mut keys: Vec<&String> = map.keys().collect();
-                keys.sort();
-                out.push(b'{');
-                for (i, key) in keys.into_iter().enumerate() {
-                    if i > 0 {
-                        out.push(b',');
-                    }
-                    out.extend(serde_json::to_vec(key).unwrap_or_default());
-                    out.push(b':');
-                    canonical(&map[key], out);
-                }
-                out.push(b'}');
-            }
-            Value::Array(items) => {
-                out.push(b'[');
-                for (i, item) in items.iter().enumerate() {
-                    if i > 0 {
-                        out.push(b',');
-                    }
-                    canonical(item, out);
-                }
-                out.push(b']');
-            }
-            other => out.extend(serde_json::to_vec(other).unwrap_or_default()),
-        }
-    }
     let mut bytes = tool.as_bytes().to_vec();
     bytes.push(0);
-    canonical(&Value::Object(arguments.clone()), &mut bytes);
+    canonical_json(&Value::Object(arguments.clone()), &mut bytes);
     bytes
+}
+
+/// `value` as JSON text with every object's keys sorted, so equal values give equal bytes
+/// whatever order their keys came in.
+fn canonical_json(value: &Value, out: &mut Vec<u8>) {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push(b'{');
+            for (i, key) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                out.extend(serde_json::to_vec(key).unwrap_or_default());
+                out.push(b':');
+                canonical_json(&map[key], out);
+            }
+            out.push(b'}');
+        }
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                canonical_json(item, out);
+            }
+            out.push(b']');
+        }
+        other => out.extend(serde_json::to_vec(other).unwrap_or_default()),
+    }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -396,5 +456,121 @@ mod tests {
         let round = Arc::new(Round::start(&short, "t", &arguments(), None, None, &cancel).unwrap());
         assert!(round.asker()(question("a")).now_or_never().is_none());
         assert!(round.input_required(&short).unwrap().is_err());
+    }
+
+    /// The round after `sealed`, whose question the client answered with `answer`.
+    fn next_round(
+        sealer: &Sealer,
+        sealed: &str,
+        answer: &Value,
+        cancel: &CancellationToken,
+    ) -> Arc<Round> {
+        let mut responses = InputResponses::new();
+        responses.insert(INPUT.into(), answer.clone());
+        Arc::new(
+            Round::start(
+                sealer,
+                "t",
+                &arguments(),
+                Some(sealed),
+                Some(&responses),
+                cancel,
+            )
+            .unwrap(),
+        )
+    }
+
+    /// An answer is given again only to the question it answered: when a later round computes
+    /// another message or another schema at the same node, the client is asked the new
+    /// question, and the old answer is not carried on.
+    #[test]
+    fn an_answer_is_bound_to_its_question() {
+        let sealer = Sealer::with_key(Some(KEY.into()));
+        let cancel = CancellationToken::new();
+        let yes = json!({"action": "accept", "content": {"ok": true}});
+        let delete = |files: u32| Question {
+            message: format!("Delete {files} files?"),
+            ..question("confirm")
+        };
+        let first =
+            Arc::new(Round::start(&sealer, "t", &arguments(), None, None, &cancel).unwrap());
+        assert!(first.asker()(delete(2)).now_or_never().is_none());
+        let sealed = first
+            .input_required(&sealer)
+            .unwrap()
+            .unwrap()
+            .request_state
+            .unwrap();
+
+        // The same question again: its answer.
+        let round = next_round(&sealer, &sealed, &yes, &cancel);
+        let answer = round.asker()(delete(2)).now_or_never().unwrap();
+        assert_eq!(answer.unwrap(), json!({"ok": true}));
+
+        // Another message at the same node: asked anew, not answered with the consent to 2.
+        let round = next_round(&sealer, &sealed, &yes, &cancel);
+        assert!(
+            round.asker()(delete(3)).now_or_never().is_none(),
+            "the answer to \"Delete 2 files?\" was given to \"Delete 3 files?\""
+        );
+        assert!(round.stop.is_cancelled());
+        let input = round.input_required(&sealer).unwrap().unwrap();
+        let asked = serde_json::to_value(&input).unwrap();
+        assert_eq!(
+            asked["inputRequests"]["ask"]["params"]["message"], "Delete 3 files?",
+            "{asked}"
+        );
+        // The answer to 3 is then given to 3, and the one to 2 is gone: asked again, it is new.
+        let round = next_round(&sealer, &input.request_state.unwrap(), &yes, &cancel);
+        let asker = round.asker();
+        let answer = asker(delete(3)).now_or_never().unwrap();
+        assert_eq!(answer.unwrap(), json!({"ok": true}));
+        assert!(asker(delete(2)).now_or_never().is_none());
+
+        // Another schema with the same message: asked anew too.
+        let round = next_round(&sealer, &sealed, &yes, &cancel);
+        let wider = Question {
+            schema: json!({"type": "object", "properties": {
+                "ok": {"type": "boolean"}, "all": {"type": "boolean"}
+            }}),
+            ..delete(2)
+        };
+        assert!(round.asker()(wider).now_or_never().is_none());
+        assert!(round.input_required(&sealer).is_some());
+
+        // The schema's key order is not part of the question: still answered.
+        let round = next_round(&sealer, &sealed, &yes, &cancel);
+        let reordered = Question {
+            schema: json!({"properties": {"ok": {"type": "boolean"}}, "type": "object"}),
+            ..delete(2)
+        };
+        let answer = round.asker()(reordered).now_or_never().unwrap();
+        assert_eq!(answer.unwrap(), json!({"ok": true}));
+    }
+
+    /// A key that is not UTF-8 is refused by `check` (the server's start), long or short, with
+    /// the variable and the rule named, instead of being replaced by a random key; so is a text
+    /// key under 32 bytes.
+    #[cfg(unix)]
+    #[test]
+    fn unusable_keys_are_refused_at_check() {
+        use std::os::unix::ffi::OsStringExt;
+        for key in [vec![0xff; 40], vec![0xff; 5]] {
+            let error = Sealer::with_key(Some(OsString::from_vec(key)))
+                .check()
+                .unwrap_err();
+            assert!(
+                error.contains(KEY_VARIABLE) && error.contains("not UTF-8"),
+                "{error}"
+            );
+            assert!(error.contains("at least 32 bytes"), "{error}");
+        }
+        let error = Sealer::with_key(Some("short".into())).check().unwrap_err();
+        assert!(
+            error.contains(KEY_VARIABLE) && error.contains("at least 32 bytes"),
+            "{error}"
+        );
+        assert!(Sealer::with_key(Some(KEY.into())).check().is_ok());
+        assert!(Sealer::with_key(None).check().is_ok());
     }
 }
