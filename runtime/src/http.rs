@@ -8,14 +8,18 @@ use crate::serve::{
     HttpError, LogFormat, ServeError, init_logging_as, run_serving, shutdown_signal,
 };
 use crate::server::GraphServer;
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, Request, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Method, Request, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use rmcp::model::{ClientJsonRpcMessage, ErrorData, RequestId};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use serde::Deserialize;
+use serde_json::Value;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -305,6 +309,12 @@ fn router(
         )
     };
     let guarded = guarded
+        // Inside the token check (added below, so outside this): no body is read before the
+        // request is authorized.
+        .route_layer(axum::middleware::from_fn_with_state(
+            options.max_body_bytes,
+            json_rpc_body,
+        ))
         .route("/metrics", axum::routing::get(metrics))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
@@ -383,6 +393,198 @@ fn host_allowed(host: &str, allowed: &[String]) -> bool {
         .any(|(allowed_name, allowed_port)| {
             allowed_name == name && allowed_port.is_none_or(|p| port == Some(p))
         })
+}
+
+/// A POST to `/mcp`, before rmcp reads its body. rmcp counts a body as it arrives, so a
+/// `Content-Length` over the limit would wait for the body (or forever): it is answered 413 at
+/// once, from the header. A JSON body is read here, within the limit, and handed to rmcp as
+/// it came. rmcp answers a body it cannot decode with 415 and a line of text; such a body gets
+/// what stdio answers the same message instead (line_transport.rs): 400 with a JSON-RPC error
+/// (`-32700`, `-32600`, `-32602`), with the id when it is a string or a number. Deciding after
+/// rmcp keeps its checks first (Host, Origin, Accept, Content-Type: 403, 406, 415) and costs a
+/// well-formed message nothing.
+async fn json_rpc_body(
+    State(max_body): State<usize>,
+    request: Request<Body>,
+    next: Next,
+) -> Response {
+    if request.method() != Method::POST {
+        return next.run(request).await;
+    }
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|length| length.to_str().ok())
+        .and_then(|length| length.trim().parse::<u64>().ok());
+    if let Some(length) = declared
+        && length > u64::try_from(max_body).unwrap_or(u64::MAX)
+    {
+        return too_large(Some(length), max_body);
+    }
+    if !is_json(request.headers()) {
+        // rmcp answers 415 without reading the body.
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let bytes = match read_body(body, max_body).await {
+        Ok(bytes) => bytes,
+        Err(response) => return response,
+    };
+    let response = next
+        .run(Request::from_parts(parts, Body::from(bytes.clone())))
+        .await;
+    if response.status() != StatusCode::UNSUPPORTED_MEDIA_TYPE {
+        return response;
+    }
+    match refusal(&bytes) {
+        Some((id, error)) => json_rpc_error(id, error),
+        None => response,
+    }
+}
+
+/// Whether the request says its body is JSON, as rmcp decides it (the media type before any
+/// parameters).
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| {
+            let essence = value.split_once(';').map_or(value, |(essence, _)| essence);
+            essence.trim().eq_ignore_ascii_case("application/json")
+        })
+}
+
+/// The whole body, or 413 as soon as it passes `max_body` bytes.
+async fn read_body(body: Body, max_body: usize) -> Result<Bytes, Response> {
+    let mut chunks = body.into_data_stream();
+    let mut bytes = Vec::new();
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk.map_err(|error| {
+            (
+                StatusCode::BAD_REQUEST,
+                format!("Bad Request: the request body could not be read: {error}\n"),
+            )
+                .into_response()
+        })?;
+        if chunk.len() > max_body.saturating_sub(bytes.len()) {
+            return Err(too_large(None, max_body));
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok(Bytes::from(bytes))
+}
+
+/// 413, naming the limit and the flag that sets it.
+fn too_large(length: Option<u64>, max_body: usize) -> Response {
+    let size = length.map_or_else(String::new, |length| format!(" of {length} bytes"));
+    (
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!(
+            "Payload Too Large: the request body{size} exceeds the limit of {max_body} bytes (--max-body)\n"
+        ),
+    )
+        .into_response()
+}
+
+/// 400 with a JSON-RPC error answering `id`.
+fn json_rpc_error(id: Value, error: ErrorData) -> Response {
+    let message = serde_json::json!({"jsonrpc": "2.0", "id": id, "error": error});
+    (
+        StatusCode::BAD_REQUEST,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        message.to_string(),
+    )
+        .into_response()
+}
+
+/// What a POSTed body earns when rmcp's message type does not decode it: the id to answer and
+/// the error, in stdio's words (docs/semantics.md §4). `None` when it decodes. Over HTTP every
+/// body is answered, so a notification or a reply that does not decode gets an error too (with
+/// `id: null`), where stdio has no one to answer.
+fn refusal(body: &[u8]) -> Option<(Value, ErrorData)> {
+    let decoding = serde_json::from_slice::<ClientJsonRpcMessage>(body).err()?;
+    let value = match serde_json::from_slice::<Value>(body) {
+        Ok(value) => value,
+        Err(error) => {
+            let reason = if std::str::from_utf8(body).is_err() {
+                "the message is not UTF-8".to_string()
+            } else {
+                error.to_string()
+            };
+            return Some((
+                Value::Null,
+                ErrorData::parse_error(format!("Parse error: {reason}"), None),
+            ));
+        }
+    };
+    let object = match &value {
+        Value::Object(object) => object,
+        // A batch: MCP has none since 2025-06-18. Answered with its first request's id, as
+        // over stdio.
+        Value::Array(items) if !items.is_empty() => {
+            let first = items
+                .iter()
+                .find_map(|item| item.get("id").filter(|id| !id.is_null()));
+            return Some((
+                echoed(first),
+                invalid_request("JSON-RPC batches are not supported"),
+            ));
+        }
+        Value::Array(_) => {
+            return Some((
+                Value::Null,
+                invalid_request("an empty batch is not a JSON-RPC message object"),
+            ));
+        }
+        _ => {
+            return Some((
+                Value::Null,
+                invalid_request("the body is not a JSON-RPC message object"),
+            ));
+        }
+    };
+    let id = object.get("id");
+    let method = object.get("method");
+    let reply = method.is_none() && (object.contains_key("result") || object.contains_key("error"));
+    let reason = if object.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        "\"jsonrpc\" must be \"2.0\"".to_string()
+    } else if method.is_some_and(|method| !method.is_string()) {
+        "the method must be a string".to_string()
+    } else if method.is_none() && !reply {
+        "the request has no method".to_string()
+    } else if id.is_some_and(|id| !(reply && id.is_null()) && RequestId::deserialize(id).is_err()) {
+        // `null` answers a request whose id could not be read: a reply may carry it, a
+        // request may not.
+        "the id must be a string or an integer".to_string()
+    } else if method.is_some()
+        && object
+            .get("params")
+            .is_some_and(|params| !params.is_object() && !params.is_null())
+    {
+        return Some((
+            echoed(id),
+            ErrorData::invalid_params("Invalid params: params must be an object", None),
+        ));
+    } else {
+        decoding.to_string()
+    };
+    Some((echoed(id), invalid_request(&reason)))
+}
+
+fn invalid_request(reason: &str) -> ErrorData {
+    ErrorData::invalid_request(format!("Invalid Request: {reason}"), None)
+}
+
+/// The id to answer with: the message's own when it is a string or a number, else `null`
+/// (JSON-RPC 2.0 §5: an id that cannot be detected is answered with `null`).
+fn echoed(id: Option<&Value>) -> Value {
+    match id {
+        Some(id @ (Value::String(_) | Value::Number(_))) => id.clone(),
+        _ => Value::Null,
+    }
 }
 
 /// 200 while the graph is loaded and the server not draining; 503 otherwise, so a load
@@ -485,6 +687,76 @@ mod tests {
             assert!(!accepted.unwrap().0.nodelay().unwrap());
             drop(client);
         });
+    }
+
+    /// A body rmcp cannot decode gets stdio's code and the id when there is one to read
+    /// (issue 24, item 19); one it decodes is left to rmcp.
+    #[test]
+    fn undecodable_bodies_are_refused_as_over_stdio() {
+        use serde_json::json;
+        let cases = [
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"ping""#,
+                -32700,
+                Value::Null,
+            ),
+            ("not json", -32700, Value::Null),
+            ("", -32700, Value::Null),
+            ("[]", -32600, Value::Null),
+            (
+                r#"[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"ping"}]"#,
+                -32600,
+                json!(1),
+            ),
+            ("7", -32600, Value::Null),
+            (
+                r#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#,
+                -32600,
+                json!(1),
+            ),
+            (r#"{"id":"a","method":"ping"}"#, -32600, json!("a")),
+            (
+                r#"{"jsonrpc":"2.0","id":{},"method":"ping"}"#,
+                -32600,
+                Value::Null,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#,
+                -32600,
+                Value::Null,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#,
+                -32600,
+                json!(1.5),
+            ),
+            (r#"{"jsonrpc":"2.0","id":3,"method":7}"#, -32600, json!(3)),
+            (r#"{"jsonrpc":"2.0","id":4}"#, -32600, json!(4)),
+            (
+                r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":[1]}"#,
+                -32602,
+                json!(5),
+            ),
+        ];
+        for (body, code, id) in cases {
+            let (answered, error) =
+                refusal(body.as_bytes()).unwrap_or_else(|| panic!("{body} decodes"));
+            assert_eq!((error.code.0, answered), (code, id), "{body}");
+        }
+        let (_, error) =
+            refusal(r#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#.as_bytes()).expect("refused");
+        assert_eq!(error.message, r#"Invalid Request: "jsonrpc" must be "2.0""#);
+        let (_, error) =
+            refusal(b"{\"jsonrpc\":\"2.0\",\"id\":8,\"x\":\"\xff\"}").expect("refused");
+        assert_eq!(error.message, "Parse error: the message is not UTF-8");
+        for valid in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":"x","method":"vendor/anything","params":{}}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"no"}}"#,
+        ] {
+            assert!(refusal(valid.as_bytes()).is_none(), "{valid}");
+        }
     }
 
     #[test]

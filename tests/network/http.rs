@@ -568,6 +568,169 @@ fn bodies_over_the_limit_are_refused() {
     assert_eq!(small.status, 200, "{small:?}");
 }
 
+/// A `Content-Length` over the limit is answered 413 at once, before any of the body is sent
+/// (issue 24, item 6): the server used to wait for the body it would refuse, forever if none
+/// came. The read times out (the test fails) where it would hang.
+#[test]
+fn a_content_length_over_the_limit_is_refused_before_the_body() {
+    use std::io::{Read, Write};
+    let server = Server::start(
+        &[&http_graph().to_string_lossy(), "--http", "127.0.0.1:0"],
+        &[],
+    );
+    let mut stream = TcpStream::connect(("127.0.0.1", server.port)).expect("connects");
+    stream.set_read_timeout(Some(DEADLINE)).unwrap();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: 999999999\r\n\r\n",
+        server.port
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    // The head, then the body its Content-Length announces: not to the end of the stream,
+    // which the server may keep open.
+    let mut raw = Vec::new();
+    let mut buffer = [0u8; 4096];
+    let complete = |raw: &[u8]| {
+        let text = String::from_utf8_lossy(raw);
+        let Some((head, body)) = text.split_once("\r\n\r\n") else {
+            return false;
+        };
+        let (_, headers) = common::raw_http::parse_head(head);
+        let length = headers
+            .iter()
+            .find(|(name, _)| name == "content-length")
+            .and_then(|(_, value)| value.parse::<usize>().ok());
+        length.is_none_or(|length| body.len() >= length)
+    };
+    while !complete(raw.as_slice()) {
+        match stream.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(read) => raw.extend_from_slice(&buffer[..read]),
+            Err(error) => panic!(
+                "no answer within {DEADLINE:?} to a head announcing 999999999 bytes ({error}): \
+                 the server waits for the body; read so far: {:?}",
+                String::from_utf8_lossy(&raw)
+            ),
+        }
+    }
+    let text = String::from_utf8_lossy(&raw);
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("no response head: {text:?}"));
+    let (status, _) = common::raw_http::parse_head(head);
+    assert_eq!(status, 413, "{text}");
+    assert!(
+        body.contains("4194304") && body.contains("--max-body"),
+        "the answer names the limit and the flag: {text}"
+    );
+}
+
+/// A body that is not one JSON-RPC message gets 400 and a JSON-RPC error, as over stdio
+/// (issue 24, item 19): it used to get 415 and a line of text. rmcp's own checks still come
+/// first, and a well-formed message is served.
+#[test]
+fn bodies_that_are_not_one_json_rpc_message_get_a_json_rpc_error() {
+    let server = Server::start(
+        &[&http_graph().to_string_lossy(), "--http", "127.0.0.1:0"],
+        &[],
+    );
+    let port = server.port;
+    let json_headers = [
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+    ];
+    let cases = [
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping""#,
+            -32700,
+            Value::Null,
+        ),
+        ("not json", -32700, Value::Null),
+        ("[]", -32600, Value::Null),
+        (
+            r#"[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"ping"}]"#,
+            -32600,
+            json!(1),
+        ),
+        (
+            r#"{"jsonrpc":"1.0","id":3,"method":"ping"}"#,
+            -32600,
+            json!(3),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":{},"method":"ping"}"#,
+            -32600,
+            Value::Null,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#,
+            -32600,
+            Value::Null,
+        ),
+        (r#"{"jsonrpc":"2.0","id":"q"}"#, -32600, json!("q")),
+        (
+            r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":[1]}"#,
+            -32602,
+            json!(4),
+        ),
+    ];
+    for (body, code, id) in cases {
+        let response = request(port, "POST", "/mcp", &json_headers, body);
+        assert_eq!(response.status, 400, "{body}: {response:?}");
+        assert!(
+            response
+                .header("content-type")
+                .is_some_and(|t| t.starts_with("application/json")),
+            "{body}: {response:?}"
+        );
+        let message: Value = serde_json::from_str(&response.body)
+            .unwrap_or_else(|e| panic!("{body}: the answer is not JSON ({e}): {response:?}"));
+        assert_eq!(message["jsonrpc"], "2.0", "{body}: {message}");
+        assert_eq!(message["error"]["code"], code, "{body}: {message}");
+        assert_eq!(message["id"], id, "{body}: {message}");
+        let text = message["error"]["message"].as_str().unwrap_or_default();
+        let prefix = match code {
+            -32700 => "Parse error: ",
+            -32600 => "Invalid Request: ",
+            _ => "Invalid params: ",
+        };
+        assert!(text.starts_with(prefix), "{body}: {message}");
+    }
+
+    // rmcp's checks come first: a body that is not JSON, sent as something else, or from a
+    // foreign Host, is refused for that.
+    let text_plain = [
+        ("Content-Type", "text/plain"),
+        ("Accept", "application/json, text/event-stream"),
+    ];
+    let as_text = request(port, "POST", "/mcp", &text_plain, "not json");
+    assert_eq!(as_text.status, 415, "{as_text:?}");
+    let foreign = [
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+        ("Host", "evil.example.com"),
+    ];
+    let rebound = request(port, "POST", "/mcp", &foreign, "not json");
+    assert_eq!(rebound.status, 403, "{rebound:?}");
+
+    // A well-formed message passes as it came.
+    let ping = request(
+        port,
+        "POST",
+        "/mcp",
+        &json_headers,
+        r#"{"jsonrpc":"2.0","id":9,"method":"ping"}"#,
+    );
+    assert_eq!(ping.status, 200, "{ping:?}");
+    assert_eq!(rpc_message(&ping)["id"], 9, "{ping:?}");
+    let call = post_call(port, "double", json!({"x": 3}), &[]);
+    assert_eq!(
+        rpc_message(&call)["result"]["structuredContent"],
+        json!({"doubled": 6}),
+        "{call:?}"
+    );
+}
+
 #[test]
 fn readyz_reports_whether_the_graph_checks() {
     let good = Server::start(
