@@ -3,15 +3,15 @@
 //! reader (`serve --watch`, an editor, a running server binary) sees the old file or the new one,
 //! never half of one; a failure at any point leaves the old file as it was and no temporary file
 //! behind. Everything mcpgraph writes over a user's file goes through [`write`]: lock files
-//! (`crate::lock`), the toolkit's edits of the graph (`crate::toolkit`), built server binaries
-//! (`crate::aot`).
+//! (`crate::lock`), the toolkit's edits of the graph (`crate::toolkit`, by [`write_over`], which
+//! replaces only the bytes the edit was made from), built server binaries (`crate::aot`).
 //!
 //! It lives here rather than in the compiler crate: the compiler and the `graph!` macro never
 //! write files, and `std::fs` is all it needs.
 
 use std::ffi::{OsStr, OsString};
 use std::fs::{self, File, OpenOptions, Permissions};
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,14 +21,37 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// `new_file_mode` less the process's umask, as `open(2)` gives it (`0o666` makes a file as
 /// `std::fs::write` does, `0o755` an executable as cargo does).
 pub fn write(path: &Path, contents: &[u8], new_file_mode: u32) -> io::Result<()> {
-    replace(path, contents, Mode::KeepOr(new_file_mode))
+    replace(path, contents, Mode::KeepOr(new_file_mode), None)?;
+    Ok(())
+}
+
+/// What [`write_over`] found just before the rename.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Overwrite {
+    /// The file still held the bytes that were read; it now holds the new contents.
+    Written,
+    /// It no longer did (another program wrote or removed it meanwhile): nothing was written.
+    ChangedSinceRead,
+}
+
+/// [`write`] over the bytes `read`, from which `contents` were made: the file is replaced only
+/// while it still holds exactly them, compared once `contents` are on disk, just before the
+/// rename, so that a change another program made meanwhile (an editor's save during a long
+/// edit) is never overwritten. A file that is gone counts as changed, and is not created. Only
+/// what another program writes between the compare and the rename (microseconds) can still be
+/// lost: a rename cannot be made conditional on what it replaces.
+pub fn write_over(path: &Path, read: &[u8], contents: &[u8]) -> io::Result<Overwrite> {
+    // The file exists (or it counts as changed): the temporary file gets its permissions, and
+    // this mode is the temporary file's only until then.
+    replace(path, contents, Mode::KeepOr(0o600), Some(read))
 }
 
 /// [`write`] for a program (a built server): the file ends with exactly `mode` (`0o755`),
 /// whatever the replaced file had, so that what was built can always be run; a symbolic link at
 /// `path` is replaced, not written through.
 pub fn write_program(path: &Path, contents: &[u8], mode: u32) -> io::Result<()> {
-    replace(path, contents, Mode::Exactly(mode))
+    replace(path, contents, Mode::Exactly(mode), None)?;
+    Ok(())
 }
 
 /// The permissions a written file gets.
@@ -40,7 +63,8 @@ enum Mode {
     Exactly(u32),
 }
 
-fn replace(path: &Path, contents: &[u8], mode: Mode) -> io::Result<()> {
+/// Replaces `path`; with `read`, only while it still holds those bytes ([`write_over`]).
+fn replace(path: &Path, contents: &[u8], mode: Mode, read: Option<&[u8]>) -> io::Result<Overwrite> {
     // A user's file behind a link is written where it is (an editor saves through a link); a
     // program replaces the link itself, as `cp` over it would not, so that building to
     // `~/.local/bin/x -> /opt/pkg/x` never overwrites `/opt/pkg/x`.
@@ -53,6 +77,9 @@ fn replace(path: &Path, contents: &[u8], mode: Mode) -> io::Result<()> {
         Err(error) if error.kind() == io::ErrorKind::NotFound => None,
         Err(error) => return Err(error),
     };
+    if read.is_some() && existing.is_none() {
+        return Ok(Overwrite::ChangedSinceRead);
+    }
     // A file its owner made read-only is not replaced behind their back (a rename would: it
     // needs only the directory to be writable), as an editor refuses to save over it.
     if let (Mode::KeepOr(_), Some(permissions)) = (mode, &existing)
@@ -84,18 +111,51 @@ fn replace(path: &Path, contents: &[u8], mode: Mode) -> io::Result<()> {
         .create_new(true)
         .mode(new_file_mode)
         .open(&temporary)?;
-    let replaced = fill(file, contents, kept).and_then(|()| fs::rename(&temporary, &target));
-    if replaced.is_err() {
+    let replaced = fill(file, contents, kept).and_then(|()| {
+        if let Some(read) = read
+            && !holds(&target, read)?
+        {
+            return Ok(Overwrite::ChangedSinceRead);
+        }
+        fs::rename(&temporary, &target).map(|()| Overwrite::Written)
+    });
+    if !matches!(replaced, Ok(Overwrite::Written)) {
         // Best effort: the failure worth reporting is the one that got here.
         let _ = fs::remove_file(&temporary);
+        return replaced;
     }
-    replaced?;
     // The rename itself is on disk once the directory is. Best effort: not every file system
     // lets a directory be synced, and the file is in place either way.
     if let Ok(directory) = File::open(directory) {
         let _ = directory.sync_all();
     }
-    Ok(())
+    Ok(Overwrite::Written)
+}
+
+/// Whether `path` is a regular file holding exactly `expected`. One that is gone, or is no
+/// longer a regular file (which could block the read, as a FIFO does), does not.
+fn holds(path: &Path, expected: &[u8]) -> io::Result<bool> {
+    let gone = |error: io::Error| match error.kind() {
+        io::ErrorKind::NotFound => Ok(false),
+        _ => Err(error),
+    };
+    let metadata = match fs::metadata(path) {
+        Ok(metadata) => metadata,
+        Err(error) => return gone(error),
+    };
+    if !metadata.is_file() || metadata.len() != expected.len() as u64 {
+        return Ok(false);
+    }
+    let file = match File::open(path) {
+        Ok(file) => file,
+        Err(error) => return gone(error),
+    };
+    // One byte more than expected tells a file that grew since it was measured, without
+    // reading all of it.
+    let mut bytes = Vec::with_capacity(expected.len() + 1);
+    file.take(expected.len() as u64 + 1)
+        .read_to_end(&mut bytes)?;
+    Ok(bytes.as_slice() == expected)
 }
 
 /// Writes the contents, gives the file the kept permissions, and flushes it, so that the rename
@@ -296,6 +356,31 @@ mod tests {
         assert_eq!(scratch.names(), ["link", "real"]);
     }
 
+    #[test]
+    fn a_file_changed_since_it_was_read_is_not_replaced() {
+        let scratch = Scratch::new("changed-since-read");
+        let file = scratch.path("graph.yaml");
+        fs::write(&file, "saved by an editor").unwrap();
+        fs::set_permissions(&file, Permissions::from_mode(0o640)).unwrap();
+        let changed = write_over(&file, b"read", b"new").unwrap();
+        assert_eq!(changed, Overwrite::ChangedSinceRead);
+        // Of the same length as the file, to be told apart by its bytes.
+        let changed = write_over(&file, b"saved by an EDITOR", b"new").unwrap();
+        assert_eq!(changed, Overwrite::ChangedSinceRead);
+        assert_eq!(fs::read_to_string(&file).unwrap(), "saved by an editor");
+        assert_eq!(scratch.names(), ["graph.yaml"]);
+
+        let written = write_over(&file, b"saved by an editor", b"new").unwrap();
+        assert_eq!(written, Overwrite::Written);
+        assert_eq!(fs::read_to_string(&file).unwrap(), "new");
+        assert_eq!(mode(&file), 0o640);
+
+        let gone = scratch.path("gone.yaml");
+        let changed = write_over(&gone, b"read", b"new").unwrap();
+        assert_eq!(changed, Overwrite::ChangedSinceRead);
+        assert_eq!(scratch.names(), ["graph.yaml"]);
+    }
+
     /// The rename fails after the temporary file was written: it is removed again.
     #[test]
     fn a_directory_is_not_replaced_and_nothing_is_left() {
@@ -309,7 +394,7 @@ mod tests {
 
     #[test]
     fn a_read_only_directory_is_an_error_and_nothing_is_left() {
-        let scratch = Scratch::new("read-only");
+        let scratch = Scratch::new("read-only-directory");
         let file = scratch.path("out");
         fs::write(&file, "old").unwrap();
         fs::set_permissions(&scratch.0, Permissions::from_mode(0o555)).unwrap();

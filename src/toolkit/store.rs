@@ -4,18 +4,37 @@
 //! splice and the compiler's check, with the `-m` file and the lock file beside the graph), and
 //! writes the new text atomically (`crate::atomic_write`: a temporary file in the graph's
 //! directory, given the graph's permissions, then renamed over it), so a reader (`serve
-//! --watch`, an editor) sees the old text or the new one, never half of one. All of it happens
-//! under one mutex, so two concurrent edits both land, one after the other, each on the text the
-//! other left. A refused edit, or one that cannot be written, leaves the file byte-for-byte as it
-//! was, and comes back as a [`Refusal`].
+//! --watch`, an editor) sees the old text or the new one, never half of one. A refused edit, or
+//! one that cannot be written, leaves the file byte-for-byte as it was, and comes back as a
+//! [`Refusal`].
+//!
+//! An edit never replaces bytes it did not read, whoever else writes the file:
+//!
+//! - Edits of one process are serialised by the store's mutex, and edits of every toolkit
+//!   process by an advisory lock (`flock`) on the graph's directory, held from the read to the
+//!   rename: two edits sent at once, to one toolkit or to two, both land, each on the text the
+//!   other left. The lock is on the directory because the graph itself is a new file after every
+//!   edit (a lock on the old one would no longer keep anyone out), because opening the graph to
+//!   lock it would block on a FIFO before it is refused as one, and because a lock file beside the
+//!   graph would stay in the user's directory and could not be made in a read-only one.
+//! - A program that takes no lock (an editor saving the file during a long edit) is caught by
+//!   the write: just before the rename the file must still hold the bytes the edit was made from
+//!   (`crate::atomic_write::write_over`). When it does not, the edit is made again on the new
+//!   bytes (refused, then, if it no longer fits them: a tool of that name was added meanwhile),
+//!   up to `ATTEMPTS` times; then it is refused, nothing written. Only a save in the
+//!   microseconds between that compare and the rename can still be lost.
 
+use crate::atomic_write::{self, Overwrite};
 use mcpgraph_compiler::edit::{self, Edit, Proposed, Refusal};
 use mcpgraph_compiler::{Project, SourceFile};
 use serde_json::Value;
-use std::path::PathBuf;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-/// The mode of a graph file that is gone by the time its edit is written, less the umask.
-const NEW_FILE_MODE: u32 = 0o666;
+/// How many times one edit is made, each on the file as it is then, before it is refused because
+/// another program keeps writing the file between the edit's read and its write.
+const ATTEMPTS: usize = 3;
 
 /// An edit whose parts the store owns (what the toolkit's tools receive), for [`Store::edit`].
 #[derive(Debug, Clone)]
@@ -40,8 +59,9 @@ impl OwnedEdit {
 pub struct Store {
     graph: PathBuf,
     mcp: Option<PathBuf>,
-    /// Held from the read to the rename of every edit.
-    edits: tokio::sync::Mutex<()>,
+    /// Held from the read to the rename of every edit of this process: by the blocking task that
+    /// makes it, so that an edit whose call was cancelled holds it until it is done.
+    edits: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Store {
@@ -49,7 +69,7 @@ impl Store {
         Store {
             graph,
             mcp,
-            edits: tokio::sync::Mutex::new(()),
+            edits: Arc::new(tokio::sync::Mutex::new(())),
         }
     }
 
@@ -58,29 +78,83 @@ impl Store {
         SourceFile::read(&self.graph).map_err(|d| d.message)
     }
 
-    /// Makes one edit: read, check, write, under the store's mutex. Nothing is written unless the
-    /// edit is accepted.
+    /// Makes one edit: read, check, write, under the store's mutex and the directory's lock.
+    /// Nothing is written unless the edit is accepted on the bytes it replaces.
     pub async fn edit(&self, edit: OwnedEdit) -> Result<Proposed, Refusal> {
-        let _serialised = self.edits.lock().await;
-        let file = self.read().map_err(refusal)?;
-        let mcp = match &self.mcp {
+        let serialised = self.edits.clone().lock_owned().await;
+        let (graph, mcp) = (self.graph.clone(), self.mcp.clone());
+        // On a thread that may block: waiting for another toolkit's lock, the check, the writes.
+        let work = tokio::task::spawn_blocking(move || {
+            let _serialised = serialised;
+            edit_file(&graph, mcp.as_deref(), &edit, || {})
+        });
+        work.await.unwrap_or_else(|e| {
+            Err(refusal(format!(
+                "the edit could not be finished ({e}); the file is unchanged"
+            )))
+        })
+    }
+}
+
+/// [`Store::edit`]'s work: under the lock on the graph's directory, each attempt reads the
+/// files, makes the edit and writes it over the bytes it read, until one finds them still there.
+/// `after_read` runs between each attempt's read and its write: in the toolkit it does nothing;
+/// a test's editor saves the file there.
+fn edit_file(
+    graph: &Path,
+    mcp: Option<&Path>,
+    edit: &OwnedEdit,
+    mut after_read: impl FnMut(),
+) -> Result<Proposed, Refusal> {
+    let _locked = lock_directory(graph);
+    for _ in 0..ATTEMPTS {
+        let file = SourceFile::read(graph).map_err(|d| refusal(d.message))?;
+        let mcp_file = match mcp {
             Some(path) => Some(SourceFile::read(path).map_err(|d| refusal(d.message))?),
             None => None,
         };
         // An unreadable lock file is the same problem before and after the edit: the edit is
         // checked without it (`check` reports it).
-        let lock = Project::new(&self.graph, self.mcp.clone()).read_lock();
-        let proposed = edit::apply(&file, mcp.as_ref(), lock.text(), edit.borrowed())?;
-        let written =
-            crate::atomic_write::write(&self.graph, proposed.text.as_bytes(), NEW_FILE_MODE);
-        written.map_err(|e| {
-            refusal(format!(
-                "the edit was checked but could not be written to {}: {e}; the file is unchanged",
-                self.graph.display()
-            ))
-        })?;
-        Ok(proposed)
+        let lock = Project::new(graph, mcp.map(Path::to_path_buf)).read_lock();
+        let proposed = edit::apply(&file, mcp_file.as_ref(), lock.text(), edit.borrowed())?;
+        after_read();
+        match atomic_write::write_over(graph, file.text.as_bytes(), proposed.text.as_bytes()) {
+            Ok(Overwrite::Written) => return Ok(proposed),
+            // Another program wrote the file since it was read: again, on what it wrote.
+            Ok(Overwrite::ChangedSinceRead) => {}
+            Err(e) => {
+                return Err(refusal(format!(
+                    "the edit was checked but could not be written to {}: {e}; \
+                     the file is unchanged",
+                    graph.display()
+                )));
+            }
+        }
     }
+    Err(refusal(format!(
+        "another program changed {} while the edit was being made, {ATTEMPTS} times in a row; \
+         nothing was written: try the edit again once the other program has saved the file",
+        graph.display()
+    )))
+}
+
+/// Takes the advisory lock on the graph's directory that every toolkit holds while it edits a
+/// graph there, waiting while another holds it; it is released when the file is dropped.
+/// `None` where the directory cannot be opened or locked (a file system without `flock`): the
+/// edit then relies on the compare before the rename alone.
+fn lock_directory(graph: &Path) -> Option<File> {
+    // The real file's directory, as `atomic_write` writes the real file: two toolkits that
+    // reach one graph through different links take one lock.
+    let real = std::fs::canonicalize(graph).unwrap_or_else(|_| graph.to_path_buf());
+    let directory = match real.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    // Opened read-only, with close-on-exec (as std opens every file): the downstream servers a
+    // run starts do not inherit the lock.
+    let handle = File::open(directory).ok()?;
+    handle.lock().ok()?;
+    Some(handle)
 }
 
 fn refusal(message: String) -> Refusal {
@@ -203,6 +277,100 @@ mod tests {
         stored.sort();
         assert_eq!(stored, names);
         assert!(scratch.text().starts_with(GRAPH));
+    }
+
+    /// Two toolkit processes on one file, as they were found losing edits (10 adds each, all
+    /// reported as written, 10 or 11 in the file): each store has a mutex of its own, as each
+    /// process has, and a runtime on a thread of its own.
+    #[test]
+    fn two_toolkits_on_one_file_lose_no_edit() {
+        const EACH: usize = 10;
+        let scratch = Scratch::new("two-toolkits");
+        let added: Vec<Vec<String>> = std::thread::scope(|scope| {
+            let toolkits: Vec<_> = ["a", "b"]
+                .into_iter()
+                .map(|toolkit| {
+                    let graph = scratch.graph();
+                    scope.spawn(move || {
+                        let store = Store::new(graph, None);
+                        let runtime = tokio::runtime::Builder::new_current_thread()
+                            .build()
+                            .unwrap();
+                        (0..EACH)
+                            .map(|i| {
+                                let name = format!("{toolkit}_{i}");
+                                runtime
+                                    .block_on(store.edit(OwnedEdit::Add(tool(&name))))
+                                    .unwrap();
+                                name
+                            })
+                            .collect::<Vec<String>>()
+                    })
+                })
+                .collect();
+            toolkits.into_iter().map(|t| t.join().unwrap()).collect()
+        });
+        let mut expected = added.concat();
+        expected.sort();
+        let mut stored = edit::tool_names(&SourceFile::read(&scratch.graph()).unwrap());
+        assert_eq!(stored.remove(0), "one");
+        stored.sort();
+        assert_eq!(stored, expected);
+        assert!(scratch.text().starts_with(GRAPH));
+        assert!(scratch.others().is_empty(), "{:?}", scratch.others());
+    }
+
+    /// A tool an editor adds by hand, saved while an edit is being made.
+    const EDITED: &str = "  - name: \"edited\"\n    description: \"by hand\"\n    inputSchema: { type: object }\n    nodes:\n      - { id: entry, type: entry, next: exit }\n      - { id: exit, type: exit }\n";
+
+    /// An editor saves (in place) after the edit read the file and before it wrote it: the save
+    /// is kept, and the edit is made again on it.
+    #[test]
+    fn an_editors_save_during_an_edit_is_kept() {
+        let scratch = Scratch::new("editor-save");
+        let graph = scratch.graph();
+        let saved = format!("{GRAPH}{EDITED}");
+        let mut reads = 0;
+        let proposed = edit_file(&graph, None, &OwnedEdit::Add(tool("two")), || {
+            reads += 1;
+            if reads == 1 {
+                std::fs::write(&graph, &saved).unwrap();
+            }
+        })
+        .unwrap();
+        assert_eq!(reads, 2);
+        let text = scratch.text();
+        assert_eq!(text, proposed.text);
+        assert!(text.starts_with(&saved), "{text}");
+        assert_eq!(
+            edit::tool_names(&SourceFile::read(&graph).unwrap()),
+            ["one", "edited", "two"]
+        );
+        assert!(scratch.others().is_empty(), "{:?}", scratch.others());
+    }
+
+    /// An editor saves (a new file renamed over the graph) between every attempt's read and
+    /// write: the edit is refused, and the file holds the editor's last save.
+    #[test]
+    fn an_edit_whose_file_keeps_changing_is_refused_and_writes_nothing() {
+        let scratch = Scratch::new("editor-race");
+        let graph = scratch.graph();
+        let mut saves = 0;
+        let refusal = edit_file(&graph, None, &OwnedEdit::Add(tool("two")), || {
+            saves += 1;
+            let saving = scratch.0.join("graph.yaml.saving");
+            std::fs::write(&saving, format!("{GRAPH}# save {saves}\n")).unwrap();
+            std::fs::rename(&saving, &graph).unwrap();
+        })
+        .unwrap_err();
+        assert_eq!(saves, ATTEMPTS);
+        assert!(
+            refusal.message.starts_with("another program changed")
+                && refusal.message.contains("nothing was written"),
+            "{refusal:?}"
+        );
+        assert_eq!(scratch.text(), format!("{GRAPH}# save {ATTEMPTS}\n"));
+        assert!(scratch.others().is_empty(), "{:?}", scratch.others());
     }
 
     #[cfg(unix)]
