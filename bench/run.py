@@ -2,10 +2,20 @@
 """Benchmarks mcpgraph against the original, side by side in one run (scripts/bench).
 
 Servers: the original (npm mcpgraph@0.1.23 under node, installed into target/bench/original),
-`mcpgraph serve`, a binary from `mcpgraph build`, and (for the transform tool) a minimal rmcp
-server with one tool: the floor. Measurements through ../shared/tools/mcp-driver.py (cold start,
-sequential calls, memory) and our own concurrent-call driver; JSONata micro-benchmarks against
-jsonata-js. Writes bench/RESULTS.md and the table in README.md (between the bench markers).
+`mcpgraph serve`, two servers of each graph from `mcpgraph build` (stub-built: the prebuilt
+stub with the graph attached; native-built: `--native`, the graph's crate compiled by cargo), and
+(for the transform tool) a minimal rmcp server with one tool: the floor. Measurements through
+../shared/tools/mcp-driver.py (cold start, sequential calls, memory) and our own concurrent-call
+driver; JSONata micro-benchmarks against jsonata-js. Writes bench/RESULTS.md and the table in
+README.md (between the bench markers).
+
+The build part (between the build markers) compares the two ways of building one graph: build
+time (the stub, `--native` with a warm cache, after an edit, and with a cold cache), and binary
+size. `--cold-native` adds the cold-cache build: one `build --native` into a fresh
+MCPGRAPH_CACHE_DIR in target/bench, which compiles the whole runtime (minutes); without it the row
+says it was not measured, unless this run's own cache was empty, so its first build was cold.
+`--only build` measures just this part and rewrites only it (under a minute with a warm cache,
+plus a runtime recompile when the runtime changed since the cache's last build).
 
 `--only fanout` measures just the fan-out of a `map` (bench/graphs/fanout.yaml: 100 calls of the
 mock's `nap` with ms 0 at concurrency 1, 10 and 64, through `mcpgraph serve`) and rewrites only
@@ -31,6 +41,11 @@ DRIVER = os.path.join(SHARED, "tools", "mcp-driver.py")
 WORK = os.path.join(ROOT, "target", "bench")
 ORIGINAL = os.path.join(WORK, "original")
 MCPGRAPH = os.path.join(ROOT, "target", "release", "mcpgraph")
+STUB = os.path.join(ROOT, "target", "release", "mcpgraph-stub")
+BINS = os.path.join(WORK, "bin")
+TRANSFORM = os.path.join(ROOT, "bench", "graphs", "transform.yaml")
+LOOP = os.path.join(ROOT, "examples", "loop.yaml")
+SLOW = os.path.join(ROOT, "bench", "graphs", "slow.yaml")
 
 
 def log(msg):
@@ -51,21 +66,101 @@ def setup():
     return main_js
 
 
-def build_servers():
-    """Builds the bench graphs; returns (binaries, build times in s: first graph, second graph)."""
-    cache = os.environ.get("MCPGRAPH_CACHE_DIR") or os.path.join(WORK, "cache")
-    cold = not os.path.isdir(os.path.join(cache, "target"))
+def run_cache():
+    """The mcpgraph cache this run's `--native` builds share: scripts/bench's own (which
+    bench/http.py reuses) unless MCPGRAPH_CACHE_DIR names one."""
+    return os.environ.get("MCPGRAPH_CACHE_DIR") or os.path.join(WORK, "cache")
+
+
+def timed_build(graph, out, flags, env):
+    """Seconds that `mcpgraph build FLAGS GRAPH -o OUT` took, the wall time a user waits."""
+    cmd = [MCPGRAPH, "build", *flags, graph, "-o", out]
+    log(" ".join(cmd))
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    t0 = time.perf_counter()
+    # Captured, not shown: cargo's progress would drown the log; it is shown when the build fails.
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    elapsed = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise RuntimeError(f"`{' '.join(cmd)}` failed (exit {done.returncode}); run it by hand to see "
+                           f"all of its output. The end of it:\n{done.stderr[-4000:]}")
+    return elapsed
+
+
+def stub_build(graph, out, env):
+    """`mcpgraph build` the default way, from this tree's stub (named, so that $MCPGRAPH_STUB or a
+    stub in mcpgraph's cache cannot stand in for it)."""
+    return timed_build(graph, out, ["--stub", STUB], env)
+
+
+STUB_BUILDS = 5
+
+
+def edited_transform():
+    """A copy of the transform graph whose tool description differs from every earlier copy's:
+    the description is in the checked graph, so `--native` must recompile the copy's crate, as
+    after a user's edit. The same path every run, so its crate in the cache is reused."""
+    text = open(TRANSFORM).read()
+    line = 'description: "entry -> transform -> exit"'
+    if line not in text:
+        raise RuntimeError(f"{TRANSFORM} no longer has the line `{line}` that edited_transform() in "
+                           f"bench/run.py changes: make it change a line the graph has")
+    path = os.path.join(WORK, "build", "transform-edited.yaml")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text.replace(line, f'description: "entry -> transform -> exit, edited {time.time_ns()}"'))
+    return path
+
+
+def build_figures(cold_native):
+    """Builds the transform graph both ways and returns the build table's figures: seconds of
+    the stub builds (median of STUB_BUILDS), of `--native` with a warm cache (the graph unchanged
+    since the build before, and after an edit) and with a cold one (None when not measured), and
+    the servers' paths."""
+    cache = run_cache()
     env = dict(os.environ, MCPGRAPH_CACHE_DIR=cache)
-    bins, times = {}, []
-    graphs = [("transform", "bench/graphs/transform.yaml", []), ("loop", "examples/loop.yaml", []),
-              ("concurrent", "bench/graphs/slow.yaml", []), ("transform-small", "bench/graphs/transform.yaml", ["--small"])]
-    for name, graph, flags in graphs:
-        out = os.path.join(WORK, "bin", name)
-        t0 = time.monotonic()
-        run([MCPGRAPH, "build", *flags, graph, "-o", out], cwd=ROOT, env=env, stderr=subprocess.DEVNULL)
-        times.append(time.monotonic() - t0)
-        bins[name] = out
-    return bins, times, cold
+    stub_out = os.path.join(BINS, "transform")
+    native_out = os.path.join(BINS, "transform-native")
+    stub_s = statistics.median(stub_build(TRANSFORM, stub_out, env) for _ in range(STUB_BUILDS))
+    target = os.environ.get("MCPGRAPH_TARGET_DIR") or os.path.join(cache, "target")
+    run_cache_empty = not os.path.isdir(target)
+    cold_s = cold_how = None
+    if cold_native and not run_cache_empty:
+        # Only mcpgraph's cache is fresh: cargo's download cache keeps the crates' sources (a
+        # build offline works), so this is the compile a first build pays, without the download.
+        fresh = os.path.join(WORK, "cold-cache")
+        shutil.rmtree(fresh, ignore_errors=True)
+        cold_env = {k: v for k, v in env.items() if k != "MCPGRAPH_TARGET_DIR"}
+        cold_env["MCPGRAPH_CACHE_DIR"] = fresh
+        log(f"`build --native` with a cold cache ({fresh}): the whole runtime compiles, minutes")
+        cold_s = timed_build(TRANSFORM, native_out, ["--native"], cold_env)
+        cold_how = "a fresh MCPGRAPH_CACHE_DIR"
+        shutil.rmtree(fresh, ignore_errors=True)  # gigabytes, kept only to be measured
+    # The first build also recompiles the runtime when it changed since the cache's last build.
+    first_s = timed_build(TRANSFORM, native_out, ["--native"], env)
+    if run_cache_empty:
+        cold_s, cold_how = first_s, "this run's cache was empty"
+    warm_s = timed_build(TRANSFORM, native_out, ["--native"], env)
+    edited_s = timed_build(edited_transform(), os.path.join(BINS, "transform-edited-native"), ["--native"], env)
+    return {"stub_s": stub_s, "warm_s": warm_s, "edited_s": edited_s, "cold_s": cold_s, "cold_how": cold_how,
+            "stub_out": stub_out, "native_out": native_out}
+
+
+def build_servers(cold_native):
+    """Builds every bench graph with the stub and with `--native`, and the transform graph with
+    `--small`; returns (servers by name, the build table's figures, seconds of the `--small`
+    build)."""
+    env = dict(os.environ, MCPGRAPH_CACHE_DIR=run_cache())
+    figures = build_figures(cold_native)
+    bins = {"transform": figures["stub_out"], "transform-native": figures["native_out"]}
+    for name, graph in (("loop", LOOP), ("concurrent", SLOW)):
+        bins[name] = os.path.join(BINS, name)
+        stub_build(graph, bins[name], env)
+        bins[f"{name}-native"] = os.path.join(BINS, f"{name}-native")
+        timed_build(graph, bins[f"{name}-native"], ["--native"], env)
+    bins["transform-small"] = os.path.join(BINS, "transform-small")
+    small_s = timed_build(TRANSFORM, bins["transform-small"], ["--small"], env)
+    return bins, figures, small_s
 
 
 def driver_bench(yaml, cmd, tool, args, calls, runs=1, cold_extra=0, cwd=None, warmup=0):
@@ -199,25 +294,93 @@ def fanout(quick):
     return "\n".join(lines)
 
 
-def replace_fanout(text, block):
-    """`text` with its fan-out part replaced by `block` (appended when it has none)."""
-    if FANOUT_START in text and FANOUT_END in text:
-        return text[: text.index(FANOUT_START)] + block + text[text.index(FANOUT_END) + len(FANOUT_END):]
-    end = "<!-- bench:end -->"
-    if end in text:
-        return text[: text.index(end)] + "\n" + block + "\n" + text[text.index(end):]
+def replace_part(text, start, end, block):
+    """`text` with its part between the markers `start` and `end` replaced by `block` (which
+    carries them); put before the end of the bench table when `text` has no such part yet."""
+    if start in text and end in text:
+        return text[: text.index(start)] + block + text[text.index(end) + len(end):]
+    table_end = "<!-- bench:end -->"
+    if table_end in text:
+        return text[: text.index(table_end)] + "\n" + block + "\n" + text[text.index(table_end):]
     return text.rstrip("\n") + "\n\n" + block + "\n"
+
+
+def rewrite_part(start, end, block):
+    """Replaces one part of the README table and of bench/RESULTS.md, leaving the rest as it was."""
+    for path in (os.path.join(ROOT, "README.md"), os.path.join(ROOT, "bench", "RESULTS.md")):
+        text = open(path).read()
+        open(path, "w").write(replace_part(text, start, end, block))
 
 
 def only_fanout(quick):
     run(["cargo", "build", "--release", "--locked", "-p", "mcpgraph"], cwd=ROOT)
     block = fanout(quick)
     print(block)
-    if quick:
-        return
-    for path in (os.path.join(ROOT, "README.md"), os.path.join(ROOT, "bench", "RESULTS.md")):
-        text = open(path).read()
-        open(path, "w").write(replace_fanout(text, block))
+    if not quick:
+        rewrite_part(FANOUT_START, FANOUT_END, block)
+
+
+BUILD_START, BUILD_END = "<!-- bench:build:start -->", "<!-- bench:build:end -->"
+
+
+def duration(seconds):
+    return f"{seconds * 1000:.1f} ms" if seconds < 1 else f"{seconds:.1f} s"
+
+
+def mib(size):
+    return f"{size / (1024 * 1024):.2f} MiB"
+
+
+def versus(stub, native):
+    """The stub-built server's figure over the native one's: two decimals near 1×; a far smaller
+    one (a build time) with two significant digits and as a fraction, which reads better."""
+    if not native:
+        return "n/a"
+    share = stub / native
+    if share >= 0.1 or not share:
+        return f"{share:.2f}×"
+    return f"{share:.2g}× (1/{native / stub:,.0f})"
+
+
+def build_block(figures):
+    """The build part, between its markers: build times and binary sizes of the transform graph
+    built both ways."""
+    stub, stub_size = figures["stub_s"], os.path.getsize(figures["stub_out"])
+    native_size = os.path.getsize(figures["native_out"])
+    graph_bytes = stub_size - os.path.getsize(STUB)
+    lines = [BUILD_START, "",
+             f"Building `bench/graphs/transform.yaml` both ways, measured {datetime.date.today().isoformat()} on "
+             f"{os.cpu_count()} cores. The stub (`mcpgraph build`) copies the prebuilt `mcpgraph-stub` and attaches "
+             f"the checked graph; it uses no cache, so its figure (the median of {STUB_BUILDS} builds) is the same in "
+             f"each build row. `--native` runs cargo on the graph's generated crate in mcpgraph's cache: warm, the "
+             f"runtime is compiled there already; cold, mcpgraph's cache is empty and cargo compiles the runtime and "
+             f"every dependency (cargo's own download cache left as it was, so no download is timed). Ratios are the stub-built server's figure over the "
+             f"native one's.", "",
+             "| measurement | stub-built (`mcpgraph build`) | native-built (`build --native`) | stub ÷ native |",
+             "|---|---:|---:|---:|",
+             f"| build time; `--native` with a warm cache, the graph unchanged since its last build | {duration(stub)} | "
+             f"{duration(figures['warm_s'])} | {versus(stub, figures['warm_s'])} |",
+             f"| build time; `--native` with a warm cache after an edit to the graph (its crate recompiled) | "
+             f"{duration(stub)} | {duration(figures['edited_s'])} | {versus(stub, figures['edited_s'])} |"]
+    cold = figures["cold_s"]
+    if cold is None:
+        lines.append(f"| build time; `--native` with a cold cache | {duration(stub)} | not measured (`scripts/bench "
+                     f"--only build --cold-native`: minutes) | |")
+    else:
+        lines.append(f"| build time; `--native` with a cold cache ({figures['cold_how']}), measured once | "
+                     f"{duration(stub)} | {duration(cold)} | {versus(stub, cold)} |")
+    lines.append(f"| binary size (both stripped by their release profiles) | {mib(stub_size)} (the stub and "
+                 f"{graph_bytes:,} bytes attached: the graph and its trailer) | {mib(native_size)} | {versus(stub_size, native_size)} |")
+    lines += ["", BUILD_END]
+    return "\n".join(lines)
+
+
+def only_build(quick, cold_native):
+    run(["cargo", "build", "--release", "--locked", "-p", "mcpgraph"], cwd=ROOT)
+    block = build_block(build_figures(cold_native))
+    print(block)
+    if not quick:
+        rewrite_part(BUILD_START, BUILD_END, block)
 
 
 def ratio(theirs, ours):
@@ -227,7 +390,9 @@ def ratio(theirs, ours):
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="fewer calls (a smoke run)")
-    ap.add_argument("--only", choices=["fanout", "http", "debugger"], help="measure only this part and rewrite only its table")
+    ap.add_argument("--only", choices=["build", "fanout", "http", "debugger"], help="measure only this part and rewrite only its table")
+    ap.add_argument("--cold-native", action="store_true",
+                    help="also time one `build --native` with a cold cache (a fresh MCPGRAPH_CACHE_DIR in target/bench: minutes)")
     ap.add_argument("--before", help="with --only debugger: an mcpgraph binary built without the debugging surface")
     a = ap.parse_args()
     if a.only == "debugger":
@@ -236,6 +401,9 @@ def main():
         bench_debugger = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(bench_debugger)
         bench_debugger.main(a.before, a.quick)
+        return
+    if a.only == "build":
+        only_build(a.quick, a.cold_native)
         return
     if a.only == "fanout":
         only_fanout(a.quick)
@@ -249,61 +417,81 @@ def main():
         bench_http.main(a.quick)
         return
     main_js = setup()
-    bins, build_times, cold_build = build_servers()
+    bins, build_fig, small_s = build_servers(a.cold_native)
     q = a.quick
     original = ["node", main_js, "-g", "{yaml}"]
     serve = [MCPGRAPH, "serve", "{yaml}"]
     built = lambda name: ["sh", "-c", 'exec "$0"', bins[name], "{yaml}"]
     floor = ["sh", "-c", 'exec "$0"', os.path.join(ROOT, "target", "release", "floor-server"), "{yaml}"]
-    transform = os.path.join(ROOT, "bench", "graphs", "transform.yaml")
-    loop = os.path.join(ROOT, "examples", "loop.yaml")
-    slow = os.path.join(ROOT, "bench", "graphs", "slow.yaml")
-    servers = {"original": original, "serve": serve, "built": built("transform"), "floor": floor, "small": built("transform-small")}
+    # "stub" and "native" are the two builds of one graph; "small" is `--small` (a native build).
+    servers = {"original": original, "serve": serve, "stub": built("transform"), "native": built("transform-native"),
+               "floor": floor, "small": built("transform-small")}
     r = {}
     for name, cmd in servers.items():
         log(f"transform tool, cold start and 1000 calls: {name}")
-        r[("transform", name)] = driver_bench(transform, cmd, "echo_value", {"value": "hello"}, 100 if q else 1000, cold_extra=3 if q else 12)
-    loops = {"original": original, "serve": serve, "built": built("loop")}
+        r[("transform", name)] = driver_bench(TRANSFORM, cmd, "echo_value", {"value": "hello"}, 100 if q else 1000, cold_extra=3 if q else 12)
+    loops = {"original": original, "serve": serve, "stub": built("loop"), "native": built("loop-native")}
     for n, calls in ((100, {"original": 5 if q else 30, "ours": 50 if q else 300}), (900, {"original": 2 if q else 5, "ours": 20 if q else 100})):
         for name, cmd in loops.items():
             log(f"sum_to_n n={n}: {name}")
-            r[(f"loop{n}", name)] = driver_bench(loop, cmd, "sum_to_n", {"n": n}, calls["original" if name == "original" else "ours"])
+            r[(f"loop{n}", name)] = driver_bench(LOOP, cmd, "sum_to_n", {"n": n}, calls["original" if name == "original" else "ours"])
     conc = {}
-    for name, cmd in {"original": original, "serve": serve, "built": built("concurrent")}.items():
+    for name, cmd in {"original": original, "serve": serve, "stub": built("concurrent"), "native": built("concurrent-native")}.items():
         log(f"50 concurrent calls: {name}")
-        conc[name] = concurrent(cmd, slow)
+        conc[name] = concurrent(cmd, SLOW)
     rust_ns, js_ns = jsonata_micro()
     fanout_block = fanout(q)
 
     med = lambda key, name, field: r[(key, name)][field]
+    row = lambda *cells: "| " + " | ".join(cells) + " |"
     lines = []
     lines.append(f"Measured {datetime.date.today().isoformat()} on {platform.node() or 'this machine'}: {os.cpu_count()} cores, "
                  f"{platform.system()} {platform.release()}, node {subprocess.run(['node', '--version'], capture_output=True, text=True).stdout.strip()}, "
                  f"mcpgraph {subprocess.run([MCPGRAPH, '--version'], capture_output=True, text=True).stdout.split()[-1]}, original mcpgraph 0.1.23. "
-                 f"Ratios are the original's figure over ours (higher is better for us); the machine is shared and noisy, so compare ratios, not times.")
+                 f"Each graph is served by two servers built from it: stub-built (`mcpgraph build`, the prebuilt stub with the graph attached) "
+                 f"and native-built (`mcpgraph build --native`, the graph's crate compiled by cargo). "
+                 f"original ÷ built is the original's figure over the stub-built server's (over the `--small` one in its rows; higher is better for us); "
+                 f"stub ÷ native is the stub-built server's figure over the native-built one's (1.00× is the same; above 1× the stub-built one "
+                 f"takes longer or more memory, or for calls/s answers faster). The machine is shared and noisy, so compare ratios, not times.")
     lines.append("")
-    lines.append("| measurement | original | `mcpgraph serve` | built binary | floor (minimal rmcp server) | original ÷ built |")
-    lines.append("|---|---:|---:|---:|---:|---:|")
+    lines.append("| measurement | original | `mcpgraph serve` | stub-built (`mcpgraph build`) | native-built (`build --native`) | floor (minimal rmcp server) | original ÷ built | stub ÷ native |")
+    lines.append("|---|---:|---:|---:|---:|---:|---:|---:|")
     cold = lambda name: med("transform", name, "cold_extra_median_ms") or med("transform", name, "cold_start_ms_median")
-    lines.append(f"| cold start, spawn → `initialize` answer (median of {3 if q else 12} spawns) | {cold('original'):.1f} ms | {cold('serve'):.1f} ms | {cold('built'):.1f} ms | {cold('floor'):.1f} ms | {ratio(cold('original'), cold('built'))} |")
+    lines.append(row(f"cold start, spawn → `initialize` answer (median of {3 if q else 12} spawns)",
+                     *(f"{cold(name):.1f} ms" for name in ("original", "serve", "stub", "native", "floor")),
+                     ratio(cold("original"), cold("stub")), versus(cold("stub"), cold("native"))))
     for field, label in (("latency_median_ms_median", "p50"), ("latency_p99_ms_median", "p99")):
         v = lambda name: med("transform", name, field)
-        lines.append(f"| transform tool, {label} of {100 if q else 1000} sequential calls | {v('original'):.3f} ms | {v('serve'):.3f} ms | {v('built'):.3f} ms | {v('floor'):.3f} ms | {ratio(v('original'), v('built'))} |")
+        lines.append(row(f"transform tool, {label} of {100 if q else 1000} sequential calls",
+                         *(f"{v(name):.3f} ms" for name in ("original", "serve", "stub", "native", "floor")),
+                         ratio(v("original"), v("stub")), versus(v("stub"), v("native"))))
     for n in (100, 900):
         v = lambda name: med(f"loop{n}", name, "latency_median_ms_median")
-        lines.append(f"| `sum_to_n` n={n}, time per call (median) | {v('original'):.2f} ms | {v('serve'):.3f} ms | {v('built'):.3f} ms | | {ratio(v('original'), v('built'))} |")
-    l100 = lambda name: med("loop100", name, "latency_median_ms_median")
-    l900 = lambda name: med("loop900", name, "latency_median_ms_median")
-    lines.append(f"| n=900 ÷ n=100 (linear ≈ 9) | {l900('original') / l100('original'):.1f} | {l900('serve') / l100('serve'):.1f} | {l900('built') / l100('built'):.1f} | | |")
+        lines.append(row(f"`sum_to_n` n={n}, time per call (median)", f"{v('original'):.2f} ms",
+                         *(f"{v(name):.3f} ms" for name in ("serve", "stub", "native")), "",
+                         ratio(v("original"), v("stub")), versus(v("stub"), v("native"))))
+    linear = lambda name: med("loop900", name, "latency_median_ms_median") / med("loop100", name, "latency_median_ms_median")
+    lines.append(row("n=900 ÷ n=100 (linear ≈ 9)", *(f"{linear(name):.1f}" for name in ("original", "serve", "stub", "native")), "", "", ""))
     rss = lambda name: med("transform", name, "rss_after_kib_median") / 1024
-    lines.append(f"| resident memory after {100 if q else 1000} calls | {rss('original'):.1f} MiB | {rss('serve'):.1f} MiB | {rss('built'):.1f} MiB | {rss('floor'):.1f} MiB | {ratio(rss('original'), rss('built'))} |")
-    lines.append(f"| resident memory after {100 if q else 1000} calls, built with `--small` | {rss('original'):.1f} MiB | | {rss('small'):.1f} MiB | {rss('floor'):.1f} MiB | {ratio(rss('original'), rss('small'))} |")
-    lines.append(f"| transform tool p50, built with `--small` | {med('transform', 'original', 'latency_median_ms_median'):.3f} ms | | {med('transform', 'small', 'latency_median_ms_median'):.3f} ms | {med('transform', 'floor', 'latency_median_ms_median'):.3f} ms | {ratio(med('transform', 'original', 'latency_median_ms_median'), med('transform', 'small', 'latency_median_ms_median'))} |")
+    lines.append(row(f"resident memory after {100 if q else 1000} calls",
+                     *(f"{rss(name):.1f} MiB" for name in ("original", "serve", "stub", "native", "floor")),
+                     ratio(rss("original"), rss("stub")), versus(rss("stub"), rss("native"))))
+    lines.append(row(f"resident memory after {100 if q else 1000} calls, built with `--small`", f"{rss('original'):.1f} MiB", "", "",
+                     f"{rss('small'):.1f} MiB", f"{rss('floor'):.1f} MiB", ratio(rss("original"), rss("small")), ""))
+    p50 = lambda name: med("transform", name, "latency_median_ms_median")
+    lines.append(row("transform tool p50, built with `--small`", f"{p50('original'):.3f} ms", "", "", f"{p50('small'):.3f} ms",
+                     f"{p50('floor'):.3f} ms", ratio(p50("original"), p50("small")), ""))
+    lines.append(row("build time with `--small` (fat LTO over the whole runtime when the graph or the runtime changed)",
+                     "", "", "", duration(small_s), "", "", ""))
     lrss = lambda name: med("loop100", name, "rss_after_kib_median") / 1024
-    lines.append(f"| resident memory after the n=100 loop calls | {lrss('original'):.1f} MiB | {lrss('serve'):.1f} MiB | {lrss('built'):.1f} MiB | | {ratio(lrss('original'), lrss('built'))} |")
+    lines.append(row("resident memory after the n=100 loop calls", *(f"{lrss(name):.1f} MiB" for name in ("original", "serve", "stub", "native")),
+                     "", ratio(lrss("original"), lrss("stub")), versus(lrss("stub"), lrss("native"))))
     tput = lambda name: 50 / conc[name][0]
-    lines.append(f"| 50 concurrent calls (a 43-node loop each): calls/s, wrong or failed answers | {tput('original'):.0f}/s, {conc['original'][1]} wrong | {tput('serve'):.0f}/s, {conc['serve'][1]} wrong | {tput('built'):.0f}/s, {conc['built'][1]} wrong | | {ratio(tput('built'), tput('original'))} |")
-    lines.append(f"| build time: first graph{' (cold: empty cache)' if cold_build else ' (cache warm)'}, second graph; with `--small` | | | {build_times[0]:.1f} s, {build_times[1]:.1f} s; {build_times[3]:.1f} s | | |")
+    lines.append(row("50 concurrent calls (a 43-node loop each): calls/s, wrong or failed answers",
+                     *(f"{tput(name):.0f}/s, {conc[name][1]} wrong" for name in ("original", "serve", "stub", "native")), "",
+                     ratio(tput("stub"), tput("original")), versus(tput("stub"), tput("native"))))
+    lines.append("")
+    lines.append(build_block(build_fig))
     lines.append("")
     lines.append("JSONata micro-benchmarks (ns per evaluation, pre-parsed expression; ours with the history functions registered, as in a run):")
     lines.append("")
