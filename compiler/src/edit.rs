@@ -342,7 +342,7 @@ enum Mismatch {
     /// It cannot be read as a graph file at all: past the YAML budget (a tool too large), say.
     Unreadable(Box<crate::Diagnostic>),
     /// It reads as another document; the first tool value that differs, when a tool value does.
-    Differs(Option<Difference>),
+    Differs(Option<Box<Difference>>),
 }
 
 /// A value of the tools as sent and as its YAML reads back.
@@ -376,19 +376,23 @@ impl Mismatch {
                 }
             }
             // Integers of YAML are 64-bit signed here: a larger one reads back as a float.
-            Mismatch::Differs(Some(Difference { path, sent, read }))
-                if sent.is_u64() && sent.as_i64().is_none() =>
+            Mismatch::Differs(Some(difference))
+                if difference.sent.is_u64() && difference.sent.as_i64().is_none() =>
             {
+                let Difference { path, sent, read } = *difference;
                 Refusal::plain(format!(
                     "the edit was refused: the number {sent} at `{path}` is too large for a graph file's YAML, whose integers go up to {} (it would read back as {read}); send it as a string or a smaller number",
                     i64::MAX
                 ))
             }
-            Mismatch::Differs(Some(Difference { path, sent, read })) => Refusal::plain(format!(
-                "the edit was refused: the value at `{path}` cannot be written as YAML that reads back the same ({} would read back as {})",
-                brief(&sent),
-                brief(&read)
-            )),
+            Mismatch::Differs(Some(difference)) => {
+                let Difference { path, sent, read } = *difference;
+                Refusal::plain(format!(
+                    "the edit was refused: the value at `{path}` cannot be written as YAML that reads back the same ({} would read back as {})",
+                    brief(&sent),
+                    brief(&read)
+                ))
+            }
             Mismatch::Differs(None) => Refusal::plain(
                 "the edit was refused: the tool cannot be spliced into the file so that the file reads back as the old one with only this edit made",
             ),
@@ -450,7 +454,7 @@ fn read_back(text: &str, old: &Yaml, tools: &[Value]) -> Result<(), Mismatch> {
         .zip(&new_tools)
         .enumerate()
         .find_map(|(i, (sent, read))| difference(sent, read, format!("tools[{i}]")));
-    Err(Mismatch::Differs(first))
+    Err(Mismatch::Differs(first.map(Box::new)))
 }
 
 /// Where the `tools` list is, in the text.

@@ -6,7 +6,6 @@
 //! lines per family, and the usual crates (`prometheus`, `metrics-exporter-prometheus`) bring
 //! a dozen crates and a registry model we do not need.
 
-use crate::engine::CallError;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -146,23 +145,10 @@ enum Outcome<'a> {
     Failed(&'a str, &'a str),
 }
 
-/// A call's failure as its log line and the client's error read it. An unknown tool's name is
-/// the client's own choice and may take a megabyte, which would then be written twice per
-/// request (this log line and rmcp's warning of the error response): it is cut by
-/// [`client_chosen`]. Other failures are written as they are: the tools they name are the graph's.
-pub(crate) fn failure_text(error: &CallError) -> String {
-    match error {
-        CallError::UnknownTool(name) => {
-            CallError::UnknownTool(client_chosen(name).into_owned()).to_string()
-        }
-        other => other.to_string(),
-    }
-}
-
 /// A name the client chose, as logs and error texts repeat it: whole up to
 /// [`MAX_CLIENT_NAME_BYTES`], else cut there (back to a character boundary) and followed by its
 /// length, `… (1048576 bytes)`. Never given a name of the graph's tools: those go whole.
-fn client_chosen(name: &str) -> Cow<'_, str> {
+pub(crate) fn client_chosen(name: &str) -> Cow<'_, str> {
     if name.len() <= MAX_CLIENT_NAME_BYTES {
         return Cow::Borrowed(name);
     }
@@ -356,12 +342,9 @@ mod tests {
     #[test]
     fn a_made_up_tool_name_is_cut_in_logs_and_error_texts() {
         let name = "x".repeat(1 << 20);
-        let text = failure_text(&CallError::UnknownTool(name.clone()));
+        let text = client_chosen(&name);
         assert!(text.len() < 200, "{} bytes", text.len());
-        assert_eq!(
-            text,
-            format!("Unknown tool: {}… (1048576 bytes)", &name[..128])
-        );
+        assert_eq!(text, format!("{}… (1048576 bytes)", &name[..128]));
         // Cut back to a character boundary: 42 three-byte characters fit in 128 bytes.
         let wide = "€".repeat(100);
         assert_eq!(
@@ -369,9 +352,6 @@ mod tests {
             format!("{}… (300 bytes)", "€".repeat(42))
         );
         assert_eq!(client_chosen(&"y".repeat(128)), "y".repeat(128));
-        assert_eq!(
-            failure_text(&CallError::UnknownTool("sum".into())),
-            "Unknown tool: sum"
-        );
+        assert_eq!(client_chosen("sum"), "sum");
     }
 }

@@ -551,14 +551,13 @@ impl ServerHandler for GraphServer {
         let failed = outcome
             .as_ref()
             .err()
-            .map(|e| (e.kind_name(), crate::metrics::failure_text(e)));
+            .map(|e| (e.kind_name(), failure_text(e)));
         call.finish(failed.as_ref().map(|(kind, text)| (*kind, text.as_str())));
         match outcome {
             Ok(value) => Ok(success(value).into()),
-            Err(error @ CallError::UnknownTool(_)) => Err(ErrorData::invalid_params(
-                crate::metrics::failure_text(&error),
-                None,
-            )),
+            Err(error @ CallError::UnknownTool(_)) => {
+                Err(ErrorData::invalid_params(failure_text(&error), None))
+            }
             Err(CallError::Cancelled) => {
                 Err(ErrorData::internal_error("Execution was cancelled", None))
             }
@@ -724,5 +723,19 @@ impl Drop for Abandoned {
                 let _ = peer.notify_cancelled(param).await;
             });
         }
+    }
+}
+
+/// A call's failure as its log line and the client's error read it. An unknown tool's name is
+/// the client's own choice and may take a megabyte, which would then be written twice per
+/// request (this log line and rmcp's warning of the error response): it is cut by
+/// [`crate::metrics::client_chosen`]. Other failures are written as they are: the tools they
+/// name are the graph's.
+fn failure_text(error: &CallError) -> String {
+    match error {
+        CallError::UnknownTool(name) => {
+            CallError::UnknownTool(crate::metrics::client_chosen(name).into_owned()).to_string()
+        }
+        other => other.to_string(),
     }
 }
