@@ -56,8 +56,17 @@ impl ChildProcess {
     /// again, then SIGKILL; whatever is left of its process group gets SIGTERM, [`GRACE`] to
     /// go, and SIGKILL. The child stays in `self` until it has been waited for, so dropping a
     /// shutdown half-way still kills it (see `Drop`).
+    ///
+    /// Closing stdin waits for the write in progress, and that write may never end: a child
+    /// blocked writing a large reply that nobody reads any more (the client stopped reading
+    /// when it was cancelled, say after a map passed `maxValueBytes` with replies in flight)
+    /// reads none of what we write. So the close gets [`GRACE`], and a child whose stdin could
+    /// not be closed goes straight to SIGTERM: its death ends the stuck write.
     async fn shutdown(&mut self) -> std::io::Result<()> {
-        self.transport.close().await?;
+        let stdin_closed = matches!(
+            tokio::time::timeout(GRACE, self.transport.close()).await,
+            Ok(Ok(()))
+        );
         let group = self.group;
         let signal = |signal| {
             if let Some(group) = group {
@@ -66,7 +75,9 @@ impl ChildProcess {
         };
         let alive = || group.is_some_and(|group| group_signal(group, None));
         if let Some(child) = self.child.as_mut() {
-            let exited = matches!(tokio::time::timeout(GRACE, child.wait()).await, Ok(Ok(_)));
+            // A child whose stdin is still open has no end of input to exit on.
+            let exited = stdin_closed
+                && matches!(tokio::time::timeout(GRACE, child.wait()).await, Ok(Ok(_)));
             if !exited {
                 signal(Signal::Terminate);
                 let exited = matches!(tokio::time::timeout(GRACE, child.wait()).await, Ok(Ok(_)));

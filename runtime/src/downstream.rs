@@ -1,8 +1,11 @@
 //! Clients of the downstream MCP servers a graph calls (contract §5).
 //!
 //! Started lazily on first use and shared by every call (requests are multiplexed). A server that
-//! died is started again on its next use; a failed start is not remembered. A child's stderr is
-//! drained continuously into a bounded log, whose recent lines are appended to errors.
+//! died is started again on its next use; a failed start is not remembered. A start is shared
+//! too: it runs in a task of its own, the calls that need the server meanwhile await that one
+//! start, and a call cancelled while it waits leaves the start going for the next call (one
+//! child per start, however many calls give up on it). A child's stderr is drained continuously
+//! into a bounded log, whose recent lines are appended to errors.
 //!
 //! A server with a locked contract (`Server::lock`) has its live `tools/list` compared with the
 //! lock once, on its first connection, after the first call there has its answer: drift is a
@@ -14,6 +17,8 @@ use crate::child::ChildProcess;
 use crate::envsubst::{expand_env, redact};
 use crate::failure::{Failure, FailureKind};
 use crate::value::to_jvalue;
+use futures::FutureExt;
+use futures::future::{BoxFuture, Shared};
 use jsonata_core::value::JValue;
 use mcpgraph_compiler::ir::{Server, ServerId, Transport};
 use mcpgraph_compiler::lock::{self, LockedServer, LockedTool};
@@ -30,7 +35,7 @@ use rmcp::transport::worker::WorkerQuitReason;
 use serde_json::{Map, Value};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::runtime::Handle;
@@ -46,9 +51,43 @@ pub struct Downstream {
 
 struct Slot {
     server: Server,
-    connection: tokio::sync::Mutex<Option<Arc<Connection>>>,
+    /// Never locked across an await: a call takes what it needs and waits outside.
+    state: Mutex<SlotState>,
     /// The drift check has been started: it runs on the first connection only.
     drift_checked: AtomicBool,
+}
+
+/// A server's connection, as far as it has come.
+enum SlotState {
+    /// Not started, or its last start failed (a failed start is not remembered).
+    Idle,
+    /// A start in progress, or finished with no call there yet to take its outcome. The start
+    /// runs in a task of its own, which `abort` ends at shutdown.
+    Starting {
+        start: SharedStart,
+        abort: tokio::task::AbortHandle,
+    },
+    Ready(Arc<Connection>),
+}
+
+/// A start every call that needs the server awaits: its outcome is each waiter's.
+type SharedStart = Shared<BoxFuture<'static, Result<Arc<Connection>, Failure>>>;
+
+impl SlotState {
+    /// A finished start becomes its outcome: the connection, or [`SlotState::Idle`] when it
+    /// failed. The start is polled once, without waiting: one that ended while nobody awaited
+    /// it (every waiter was cancelled) is finished too, and its failure must not be handed to
+    /// a call that comes long after, when a new start may well succeed.
+    fn settle(&mut self) {
+        if let SlotState::Starting { start, .. } = self
+            && let Some(outcome) = start.clone().now_or_never()
+        {
+            *self = match outcome {
+                Ok(connection) => SlotState::Ready(connection),
+                Err(_) => SlotState::Idle,
+            };
+        }
+    }
 }
 
 pub(crate) struct Connection {
@@ -102,7 +141,7 @@ impl Downstream {
                 .into_iter()
                 .map(|server| Slot {
                     server,
-                    connection: tokio::sync::Mutex::new(None),
+                    state: Mutex::new(SlotState::Idle),
                     drift_checked: AtomicBool::new(false),
                 })
                 .collect(),
@@ -182,32 +221,34 @@ impl Downstream {
         Err(failure.with_stderr(&connection.stderr.since(mark)))
     }
 
-    /// The live connection of a slot, started (again) when there is none.
+    /// The live connection of a slot, started (again) when there is none. Every call that
+    /// finds a start in progress awaits that start rather than making its own.
     async fn connect(&self, runtime: &Handle, slot: &Slot) -> Result<Arc<Connection>, Failure> {
-        let mut guard = slot.connection.lock().await;
-        if let Some(c) = guard.as_ref()
-            && !c.service.is_closed()
-            && !c.service.peer().is_transport_closed()
-        {
-            return Ok(c.clone());
-        }
-        if let Some(old) = guard.take() {
-            crate::metrics::downstream_restarted(&slot.server.name);
-            runtime.spawn(old.close());
-        }
-        let server = slot.server.clone();
-        let started = runtime
-            .spawn(async move { start(&server).await })
-            .await
-            .map_err(|e| {
-                Failure::new(
-                    FailureKind::Connection,
-                    format!("MCP client initialization failed: {e}"),
-                )
-            })??;
-        let connection = Arc::new(started);
-        *guard = Some(connection.clone());
-        Ok(connection)
+        let start = {
+            let mut state = slot.lock_state();
+            state.settle();
+            match &*state {
+                SlotState::Ready(c) if c.is_live() => return Ok(c.clone()),
+                SlotState::Starting { start, .. } => start.clone(),
+                SlotState::Ready(_) | SlotState::Idle => {
+                    if let SlotState::Ready(old) = std::mem::replace(&mut *state, SlotState::Idle) {
+                        crate::metrics::downstream_restarted(&slot.server.name);
+                        runtime.spawn(old.close());
+                    }
+                    let (start, abort) = begin_start(runtime, &slot.server);
+                    *state = SlotState::Starting {
+                        start: start.clone(),
+                        abort,
+                    };
+                    start
+                }
+            }
+        };
+        let outcome = start.await;
+        // The first waiter back records the outcome; a start whose waiters were all cancelled
+        // is recorded by the next call (above).
+        slot.lock_state().settle();
+        outcome
     }
 
     /// Starts the drift check of a locked server once, after the first call on its first
@@ -229,19 +270,59 @@ impl Downstream {
     }
 
     /// Closes every connection: each child's stdin is closed, then it gets a grace period,
-    /// SIGTERM, and SIGKILL.
+    /// SIGTERM, and SIGKILL. A start still in progress is aborted: nobody will use it, and its
+    /// child, dropped, is killed with its process group (child.rs).
     pub async fn shutdown(&self) {
         let mut closing = Vec::new();
         for slot in &self.slots {
-            if let Some(c) = slot.connection.lock().await.take() {
-                closing.push(c.close());
+            let state = {
+                let mut state = slot.lock_state();
+                state.settle();
+                std::mem::replace(&mut *state, SlotState::Idle)
+            };
+            match state {
+                SlotState::Ready(c) => closing.push(c.close()),
+                SlotState::Starting { abort, .. } => abort.abort(),
+                SlotState::Idle => {}
             }
         }
         futures::future::join_all(closing).await;
     }
 }
 
+impl Slot {
+    /// The slot's state. Nothing panics while holding it, so a poisoned lock still holds a
+    /// consistent state.
+    fn lock_state(&self) -> std::sync::MutexGuard<'_, SlotState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Starts `server` in a task of its own on `runtime`: a waiter that is cancelled does not stop
+/// it, so the next call finds it finished or still going instead of starting another child.
+fn begin_start(runtime: &Handle, server: &Server) -> (SharedStart, tokio::task::AbortHandle) {
+    let server = server.clone();
+    let task = runtime.spawn(async move { start(&server).await.map(Arc::new) });
+    let abort = task.abort_handle();
+    let shared = async move {
+        task.await.unwrap_or_else(|e| {
+            Err(Failure::new(
+                FailureKind::Connection,
+                format!("MCP client initialization failed: {e}"),
+            ))
+        })
+    }
+    .boxed()
+    .shared();
+    (shared, abort)
+}
+
 impl Connection {
+    /// Whether the connection can still carry calls: its service runs and its transport is open.
+    fn is_live(&self) -> bool {
+        !self.service.is_closed() && !self.service.peer().is_transport_closed()
+    }
+
     /// The server's contract as it is now (see [`contract`]).
     pub(crate) async fn contract(&self, timeout_ms: u64) -> Result<LockedServer, Failure> {
         contract(self.service.peer(), timeout_ms)

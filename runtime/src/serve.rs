@@ -84,15 +84,17 @@ impl std::str::FromStr for LogFormat {
 }
 
 /// [`init_logging`] in `format`, with `default` as the filter when the environment sets none
-/// (HTTP serving logs each call: `warn,mcpgraph::call=info`).
+/// (HTTP serving logs each call: `warn,mcpgraph::call=info`), rmcp's warnings of each
+/// cancellation left out ([`QUIET_RMCP`]).
 pub fn init_logging_as(format: LogFormat, default: &str) {
     // Every process mcpgraph starts (serve, call, built servers) makes ring rustls' default, so
     // no HTTP client of it can lack a TLS provider (reqwest panics without one). A `graph!`
     // program, which does not come here, keeps its own choice.
     crate::init_tls();
-    let filter = std::env::var("MCPGRAPH_LOG")
+    let configured = std::env::var("MCPGRAPH_LOG")
         .or_else(|_| std::env::var("RUST_LOG"))
-        .unwrap_or_else(|_| default.to_string());
+        .ok();
+    let filter = log_filter(configured, default);
     let builder = tracing_subscriber::fmt()
         .with_writer(|| RedactedStderr)
         .with_ansi(false)
@@ -103,8 +105,23 @@ pub fn init_logging_as(format: LogFormat, default: &str) {
     };
 }
 
+/// What the default filter adds for rmcp. Its service loop logs a WARN ("response error") for
+/// every request the handler answers with an error, and a cancelled call is answered so (the
+/// answer is then dropped: the client asked for none), so every cancellation, a client's right,
+/// would log a warning. Its other warnings under this target (and its `client` and `server`
+/// modules) are alike, about what a peer did: an answer that arrived for a downstream call
+/// nobody waits for any more (cancelled, timed out), a request refused, a message out of turn;
+/// what fails is reported by the calls themselves. `error` keeps rmcp's own failures.
+const QUIET_RMCP: &str = "rmcp::service=error";
+
+/// The filter: the one the environment set (`MCPGRAPH_LOG`, else `RUST_LOG`), taken as it is,
+/// so that anyone raising the logs sees rmcp's warnings too; else `default` with [`QUIET_RMCP`].
+fn log_filter(configured: Option<String>, default: &str) -> String {
+    configured.unwrap_or_else(|| format!("{default},{QUIET_RMCP}"))
+}
+
 /// A whole process's one call (`mcpgraph call`): logging, a multi-threaded runtime, the
-/// graph loaded, `tool` called, the downstream servers closed.
+/// graph loaded, `tool` called, the downstream servers closed (at most [`SHUTDOWN_LIMIT`]).
 pub fn call_once(
     graph: Graph,
     tool: &str,
@@ -119,7 +136,9 @@ pub fn call_once(
     let outcome = runtime.block_on(async move {
         let engine = Engine::load(graph)?;
         let result = engine.call_with(tool, arguments, options).await;
-        engine.shutdown().await;
+        // Bounded as serving's shutdown is: a child that outlasts it is killed with its process
+        // group when the runtime below drops its connection (see child.rs).
+        let _ = tokio::time::timeout(SHUTDOWN_LIMIT, engine.shutdown()).await;
         Ok(result?)
     });
     runtime.shutdown_timeout(RUNTIME_GRACE);
@@ -222,5 +241,58 @@ pub async fn shutdown_signal() {
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    /// Log lines written to memory.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// What `filter` lets through of the warning rmcp's service loop logs for a request its
+    /// handler answered with an error (a cancelled call), and of a warning of mcpgraph's own.
+    fn logged(filter: &str) -> String {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::warn!(target: "rmcp::service", "response error");
+            tracing::warn!(target: "mcpgraph::downstream", "a warning of our own");
+        });
+        let bytes = captured.0.lock().unwrap().clone();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    /// Quiet by default, every cancellation logged rmcp's WARN; a filter the environment sets
+    /// is taken as it is, rmcp's warnings included.
+    #[test]
+    fn the_default_filter_leaves_out_rmcps_warning_of_each_cancellation() {
+        let default = logged(&log_filter(None, "warn"));
+        assert!(!default.contains("response error"), "{default}");
+        assert!(default.contains("a warning of our own"), "{default}");
+        let http_default = logged(&log_filter(None, "warn,mcpgraph::call=info"));
+        assert!(!http_default.contains("response error"), "{http_default}");
+        let configured = logged(&log_filter(Some("warn".to_string()), "warn"));
+        assert!(configured.contains("response error"), "{configured}");
+        assert!(configured.contains("a warning of our own"), "{configured}");
     }
 }

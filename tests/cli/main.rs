@@ -7,6 +7,7 @@ mod common;
 
 mod architecture;
 mod build;
+mod call_limits;
 mod diagnostics_corpus;
 mod examples;
 mod graph_macro_expansion;

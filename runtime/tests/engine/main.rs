@@ -6,3 +6,4 @@ mod graph_macro_ui;
 mod jsonata_suite;
 mod jsonlogic_suite;
 mod semantics;
+mod shared_start;
