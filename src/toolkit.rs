@@ -9,6 +9,7 @@
 //! run.rs             the graph's current version loaded into an engine; runGraphTool
 //! history.rs         runGraphTool's records, each with the context its node saw
 //! store.rs           the graph file: reads, and edits serialised, checked and written atomically
+//!                    (the first one creating the file, when the toolkit started on none)
 //! output_schemas.rs  (a test) every tool's results, success and failure, fit its outputSchema
 //! ```
 
@@ -30,10 +31,11 @@ use std::time::Duration;
 const SHUTDOWN_LIMIT: Duration = Duration::from_secs(8);
 
 /// Serves the toolkit for `graph` until stdin closes or SIGTERM/SIGINT arrives; exit 0, or 1
-/// with the reason on stderr.
+/// with the reason on stderr. A `graph` that does not exist yet, in a directory that does, is a
+/// graph without tools, which the first edit writes (`store::read_graph`).
 pub fn main(graph: PathBuf, mcp: Option<PathBuf>) -> ExitCode {
     mcpgraph_runtime::init_logging();
-    if let Err(d) = mcpgraph_compiler::SourceFile::read(&graph) {
+    if let Err(d) = store::read_graph(&graph) {
         eprintln!("error[{}]: {}", d.code, d.message);
         return ExitCode::from(1);
     }

@@ -344,8 +344,10 @@ async fn every_result_fits_its_tools_output_schema() {
         assert!(structured["diagnostics"].is_array(), "{tool}: {structured}");
     }
 
-    // No graph at all: every tool but the trials fails, each with the reason.
+    // A graph that cannot be read (a directory where the file should be; a missing file is an
+    // empty graph, docs/toolkit.md): every tool but the trials fails, each with the reason.
     std::fs::remove_file(scratch.graph()).unwrap();
+    std::fs::create_dir(scratch.graph()).unwrap();
     for &tool in ToolName::ALL {
         let name = tool.as_str();
         let result = call(&toolkit, name, usual_arguments(tool), &context).await;

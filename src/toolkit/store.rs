@@ -23,12 +23,20 @@
 //!   bytes (refused, then, if it no longer fits them: a tool of that name was added meanwhile),
 //!   up to `ATTEMPTS` times; then it is refused, nothing written. Only a save in the
 //!   microseconds between that compare and the rename can still be lost.
+//!
+//! A path with no file at it (`mcpgraph toolkit new.yaml`, in a directory that exists) reads as
+//! `new_graph`'s text: the keys `mcpgraph check` requires, no tools. The first accepted edit
+//! creates the file from it (`crate::atomic_write::write`, with the mode an editor gives a new
+//! file), unless another program created one since the edit found none: the edit is then made
+//! again on that file, as on any file changed since it was read (`create` says what a program
+//! that creates it at the last moment can still lose).
 
 use crate::atomic_write::{self, Overwrite};
 use mcpgraph_compiler::edit::{self, Edit, Proposed, Refusal};
-use mcpgraph_compiler::{Project, SourceFile};
+use mcpgraph_compiler::{Diagnostic, Project, SourceFile};
 use serde_json::Value;
 use std::fs::File;
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -73,9 +81,9 @@ impl Store {
         }
     }
 
-    /// The graph file as it is now.
+    /// The graph file as it is now ([`read_graph`]).
     pub fn read(&self) -> Result<SourceFile, String> {
-        SourceFile::read(&self.graph).map_err(|d| d.message)
+        read_graph(&self.graph).map_err(|d| d.message)
     }
 
     /// Makes one edit: read, check, write, under the store's mutex and the directory's lock.
@@ -108,7 +116,7 @@ fn edit_file(
 ) -> Result<Proposed, Refusal> {
     let _locked = lock_directory(graph);
     for _ in 0..ATTEMPTS {
-        let file = SourceFile::read(graph).map_err(|d| refusal(d.message))?;
+        let (file, found) = read_start(graph).map_err(|d| refusal(d.message))?;
         let mcp_file = match mcp {
             Some(path) => Some(SourceFile::read(path).map_err(|d| refusal(d.message))?),
             None => None,
@@ -118,7 +126,13 @@ fn edit_file(
         let lock = Project::new(graph, mcp.map(Path::to_path_buf)).read_lock();
         let proposed = edit::apply(&file, mcp_file.as_ref(), lock.text(), edit.borrowed())?;
         after_read();
-        match atomic_write::write_over(graph, file.text.as_bytes(), proposed.text.as_bytes()) {
+        let written = match found {
+            Found::File => {
+                atomic_write::write_over(graph, file.text.as_bytes(), proposed.text.as_bytes())
+            }
+            Found::NoFileYet => create(graph, proposed.text.as_bytes()),
+        };
+        match written {
             Ok(Overwrite::Written) => return Ok(proposed),
             // Another program wrote the file since it was read: again, on what it wrote.
             Ok(Overwrite::ChangedSinceRead) => {}
@@ -138,6 +152,100 @@ fn edit_file(
     )))
 }
 
+/// The graph the toolkit reads and edits: the file at `graph`, or, while there is no file there
+/// and its directory exists, `new_graph`'s text, which the first accepted edit writes. A
+/// missing directory is an error naming it: the toolkit would never be able to write the file.
+#[expect(
+    clippy::result_large_err,
+    reason = "the error is `SourceFile::read`'s, shown once"
+)]
+pub fn read_graph(graph: &Path) -> Result<SourceFile, Diagnostic> {
+    read_start(graph).map(|(file, _)| file)
+}
+
+/// What an edit starts from: a file, or nothing at the graph's path yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Found {
+    File,
+    NoFileYet,
+}
+
+/// [`read_graph`], and which of the two it read.
+#[expect(
+    clippy::result_large_err,
+    reason = "the error is `SourceFile::read`'s, shown once"
+)]
+fn read_start(graph: &Path) -> Result<(SourceFile, Found), Diagnostic> {
+    // Only a path with nothing at all at it is a new graph: a dangling link, or a file that
+    // cannot be read, is `SourceFile::read`'s error, and is never replaced by a new graph.
+    match std::fs::symlink_metadata(graph) {
+        Err(error) if error.kind() == io::ErrorKind::NotFound => {
+            let name = graph.display().to_string();
+            let directory = directory_of(graph);
+            if !directory.is_dir() {
+                return Err(Diagnostic::unreadable_file(
+                    &name,
+                    &format!(
+                        "there is no file there, and no directory {} to create it in: create the directory first",
+                        directory.display()
+                    ),
+                ));
+            }
+            Ok((SourceFile::new(name, new_graph(graph)), Found::NoFileYet))
+        }
+        _ => SourceFile::read(graph).map(|file| (file, Found::File)),
+    }
+}
+
+/// The graph a toolkit started on a path with no file serves until its first edit creates the
+/// file from it: the keys `mcpgraph check` requires (compiler/src/ast.rs) and nothing else, the
+/// server named after the file (`new.yaml` serves `new`). No `tools` key: the first tool added
+/// brings it (`mcpgraph_compiler::edit` appends `tools:` with the tool under it).
+fn new_graph(graph: &Path) -> String {
+    // Control characters are not printable in YAML: a stem holding one still names a server.
+    let stem: String = graph
+        .file_stem()
+        .map(|stem| stem.to_string_lossy())
+        .unwrap_or_default()
+        .chars()
+        .map(|c| if c.is_control() { '_' } else { c })
+        .collect();
+    let name = if stem.is_empty() {
+        "graph".to_string()
+    } else {
+        stem
+    };
+    // A JSON string is a YAML double-quoted scalar: quotes and backslashes in the stem are
+    // escaped.
+    let name = Value::String(name);
+    format!("version: \"1.0\"\nserver:\n  name: {name}\n  version: \"1.0.0\"\n")
+}
+
+/// Creates the graph file with the first edit's text, unless a file appeared since the edit
+/// found none (another program created it: the edit is made again on its text). Toolkits are
+/// kept out by the directory's lock; a program that takes none and creates the file in the
+/// milliseconds between this look and the rename (the temporary file's write and flush) is
+/// overwritten, as `write_over` loses a save in its last microseconds.
+fn create(graph: &Path, contents: &[u8]) -> io::Result<Overwrite> {
+    match std::fs::symlink_metadata(graph) {
+        Err(error) if error.kind() == io::ErrorKind::NotFound => {
+            // 0o666 less the umask: the mode an editor or `touch` gives a new file.
+            atomic_write::write(graph, contents, 0o666)?;
+            Ok(Overwrite::Written)
+        }
+        Err(error) => Err(error),
+        Ok(_) => Ok(Overwrite::ChangedSinceRead),
+    }
+}
+
+/// The directory `graph` is in (`.` for a bare file name).
+fn directory_of(graph: &Path) -> &Path {
+    match graph.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    }
+}
+
 /// Takes the advisory lock on the graph's directory that every toolkit holds while it edits a
 /// graph there, waiting while another holds it; it is released when the file is dropped.
 /// `None` where the directory cannot be opened or locked (a file system without `flock`): the
@@ -146,10 +254,7 @@ fn lock_directory(graph: &Path) -> Option<File> {
     // The real file's directory, as `atomic_write` writes the real file: two toolkits that
     // reach one graph through different links take one lock.
     let real = std::fs::canonicalize(graph).unwrap_or_else(|_| graph.to_path_buf());
-    let directory = match real.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent,
-        _ => Path::new("."),
-    };
+    let directory = directory_of(&real);
     // Opened read-only, with close-on-exec (as std opens every file): the downstream servers a
     // run starts do not inherit the lock.
     let handle = File::open(directory).ok()?;
@@ -411,5 +516,85 @@ mod tests {
         let store = Store::new(PathBuf::from("/nonexistent/graph.yaml"), None);
         let refusal = store.edit(OwnedEdit::Add(tool("x"))).await.unwrap_err();
         assert!(!refusal.message.is_empty());
+    }
+
+    /// The graph a toolkit started on `new.yaml` serves before the file exists.
+    const NEW: &str = "version: \"1.0\"\nserver:\n  name: \"new\"\n  version: \"1.0.0\"\n";
+
+    /// A path with no file (issue 24, item 4): the graph has no tools and its server is named
+    /// after the file; a refused edit creates nothing; the first accepted one creates the file,
+    /// which checks clean.
+    #[tokio::test]
+    async fn the_first_edit_of_a_missing_graph_creates_it() {
+        let scratch = Scratch::new("missing-graph");
+        let graph = scratch.0.join("new.yaml");
+        let store = Store::new(graph.clone(), None);
+        let empty = store.read().unwrap();
+        assert_eq!(empty.text, NEW);
+        assert!(edit::tool_names(&empty).is_empty());
+        let refusal = store
+            .edit(OwnedEdit::Delete { name: "one".into() })
+            .await
+            .unwrap_err();
+        assert_eq!(refusal.message, "Tool \"one\" not found");
+        assert!(!graph.exists());
+
+        let proposed = store.edit(OwnedEdit::Add(tool("two"))).await.unwrap();
+        let text = std::fs::read_to_string(&graph).unwrap();
+        assert_eq!(text, proposed.text);
+        assert!(text.starts_with(&format!("{NEW}tools:\n")), "{text}");
+        let (_, checked) = Project::new(&graph, None).load();
+        assert_eq!(
+            (checked.error_count(), checked.warning_count()),
+            (0, 0),
+            "{:?}",
+            checked.diagnostics
+        );
+        assert_eq!(edit::tool_names(&store.read().unwrap()), ["two"]);
+        assert_eq!(scratch.others(), ["new.yaml"]);
+    }
+
+    /// Another program creates the file after the first edit found none and before it wrote:
+    /// what it wrote is kept, and the edit is made again on it.
+    #[test]
+    fn a_file_created_during_the_first_edit_is_kept() {
+        let scratch = Scratch::new("created-meanwhile");
+        let graph = scratch.0.join("new.yaml");
+        let mut reads = 0;
+        let proposed = edit_file(&graph, None, &OwnedEdit::Add(tool("two")), || {
+            reads += 1;
+            if reads == 1 {
+                std::fs::write(&graph, GRAPH).unwrap();
+            }
+        })
+        .unwrap();
+        assert_eq!(reads, 2);
+        let text = std::fs::read_to_string(&graph).unwrap();
+        assert_eq!(text, proposed.text);
+        assert!(text.starts_with(GRAPH), "{text}");
+        assert_eq!(
+            edit::tool_names(&SourceFile::read(&graph).unwrap()),
+            ["one", "two"]
+        );
+    }
+
+    /// A new graph in a directory that does not exist could never be written: reading it is an
+    /// error naming the directory, and an edit is refused with it, creating nothing.
+    #[test]
+    fn a_new_graph_in_a_missing_directory_is_refused_naming_it() {
+        let scratch = Scratch::new("missing-directory");
+        let graph = scratch.0.join("no/such/new.yaml");
+        let error = read_graph(&graph).unwrap_err();
+        let directory = scratch.0.join("no/such");
+        assert!(
+            error
+                .message
+                .contains(&format!("no directory {}", directory.display())),
+            "{}",
+            error.message
+        );
+        let refusal = edit_file(&graph, None, &OwnedEdit::Add(tool("two")), || {}).unwrap_err();
+        assert_eq!(refusal.message, error.message);
+        assert!(!scratch.0.join("no").exists());
     }
 }

@@ -305,3 +305,94 @@ fn inline_runs_start_no_threads() {
     let _ = toolkit.wait_exit(std::time::Duration::from_secs(10));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `mcpgraph toolkit new.yaml` where there is no such file yet (issue 24, item 4): the toolkit
+/// starts on a graph without tools whose server is named after the file, reading it creates
+/// nothing, and the first `addGraphTool` writes the file, which `mcpgraph check` accepts and the
+/// toolkit then runs. A file in a directory that does not exist is still refused at start, the
+/// directory named.
+#[test]
+fn a_toolkit_on_a_missing_file_starts_an_empty_graph() {
+    use std::process::{Command, Stdio};
+    let dir = temp_dir("toolkit-new-file");
+    let graph = dir.join("new.yaml");
+    let mut toolkit = Mcp::start(&["toolkit", "new.yaml"], &dir, &[]);
+    let listed = toolkit.call("listGraphTools", json!({}));
+    assert_eq!(
+        common::structured(&listed),
+        &json!({"items": []}),
+        "{listed}"
+    );
+    let server = toolkit.call("getGraphServer", json!({}));
+    assert_eq!(
+        common::structured(&server),
+        &json!({"name": "new", "version": "1.0.0", "title": "new"}),
+        "{server}"
+    );
+    assert!(!graph.exists(), "reading the new graph created its file");
+
+    let tool = json!({
+        "name": "echo",
+        "description": "Echoes",
+        "inputSchema": {"type": "object", "properties": {"said": {"type": "string"}}},
+        "nodes": [
+            {"id": "entry", "type": "entry", "next": "exit"},
+            {"id": "exit", "type": "exit"}
+        ]
+    });
+    let added = toolkit.call("addGraphTool", json!({"tool": tool}));
+    assert_eq!(
+        common::structured(&added),
+        &json!({"success": true, "message": "Tool \"echo\" added successfully"}),
+        "{added}"
+    );
+    let text = std::fs::read_to_string(&graph).expect("the first edit wrote the file");
+    assert!(
+        text.starts_with(
+            "version: \"1.0\"\nserver:\n  name: \"new\"\n  version: \"1.0.0\"\ntools:\n"
+        ),
+        "{text}"
+    );
+    let listed = toolkit.call("listGraphTools", json!({}));
+    assert_eq!(
+        common::structured(&listed),
+        &json!({"items": [{"name": "echo", "description": "Echoes"}]}),
+        "{listed}"
+    );
+    let ran = toolkit.call(
+        "runGraphTool",
+        json!({"toolName": "echo", "arguments": {"said": "hi"}}),
+    );
+    assert_eq!(
+        common::structured(&ran)["result"],
+        json!({"said": "hi"}),
+        "{ran}"
+    );
+    toolkit.close_stdin();
+    let status = toolkit.wait_exit(std::time::Duration::from_secs(10));
+    assert!(status.is_some_and(|s| s.success()), "{status:?}");
+
+    let check = Command::new(common::mcpgraph())
+        .args(["check", "--deny-warnings", "new.yaml"])
+        .current_dir(&dir)
+        .output()
+        .expect("mcpgraph runs");
+    assert!(
+        check.status.success(),
+        "the written graph does not check:\n{text}\n{}{}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
+
+    let missing = Command::new(common::mcpgraph())
+        .args(["toolkit", "no/such/new.yaml"])
+        .current_dir(&dir)
+        .stdin(Stdio::null())
+        .output()
+        .expect("mcpgraph runs");
+    let stderr = String::from_utf8_lossy(&missing.stderr);
+    assert_eq!(missing.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("no directory no/such"), "{stderr}");
+    assert!(!dir.join("no").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
