@@ -1,8 +1,9 @@
 //! Serving over streamable HTTP (docs/http.md): rmcp's `StreamableHttpService` mounted in axum,
 //! stateless for every protocol era, so any replica behind a round-robin proxy answers any
 //! request. Secure by default: a loopback bind, the Host allowlist, Origin validation, a bearer
-//! token (required off loopback unless waived), a body limit. `/healthz`, `/readyz` and
-//! `/metrics` for operators; SIGTERM drains the calls in flight before the process exits.
+//! token (required off loopback unless waived), a body limit, a deadline for each request head
+//! and a cap on open connections. `/healthz`, `/readyz` and `/metrics` for operators; SIGTERM
+//! drains the calls in flight before the process exits.
 
 use crate::serve::{
     HttpError, LogFormat, ServeError, init_logging_as, run_serving, shutdown_signal,
@@ -14,6 +15,9 @@ use axum::http::{HeaderMap, HeaderValue, Method, Request, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::service::TowerToHyperService;
 use rmcp::model::{ClientJsonRpcMessage, ErrorData, RequestId};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
@@ -25,8 +29,10 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+use tokio::sync::{Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 
+pub(crate) mod cancel;
 pub(crate) mod flags;
 
 pub use flags::{FlagError, FlagValue, HTTP_FLAGS, HttpFlag, HttpFlags, token_from_env};
@@ -39,6 +45,15 @@ pub const ENDPOINT: &str = "/mcp";
 pub const DEFAULT_MAX_BODY: usize = 4 * 1024 * 1024;
 /// How long a shutdown waits for calls in flight by default.
 pub const DEFAULT_DRAIN: Duration = Duration::from_secs(30);
+/// How long a connection gets to send a whole request head by default: ample for any client,
+/// short enough that a peer holding connections open without requests gains little.
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// The longest header timeout taken: hyper adds it to the current instant, which a larger one
+/// would overflow (a panic in every connection).
+pub const MAX_HEADER_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
+/// How many connections may be open at once by default: under the common limit of 256 file
+/// descriptors, with room for the pipes of the downstream servers.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 128;
 /// How often an idle SSE stream gets a comment: also how soon a closed stream is noticed, and
 /// so how soon its run is cancelled.
 const KEEP_ALIVE: Duration = Duration::from_secs(5);
@@ -67,6 +82,14 @@ pub struct HttpOptions {
     /// Serve off loopback without a token: the user said so explicitly.
     pub allow_unauthenticated: bool,
     pub max_body_bytes: usize,
+    /// How long a connection gets to send a whole request head, from when it opens or from the
+    /// end of its previous answer; then it is closed. So a connection that never completes a
+    /// request, or an idle keep-alive one, does not hold its place. Taken up to
+    /// [`MAX_HEADER_TIMEOUT`].
+    pub header_timeout: Duration,
+    /// The most connections open at once (at least 1). At the cap no more are accepted: they
+    /// wait in the listening socket's backlog until one closes.
+    pub max_connections: usize,
     /// How long SIGTERM waits for calls in flight before cancelling them.
     pub drain_timeout: Duration,
     /// Legacy-era (2025) clients get sessions (`Mcp-Session-Id`), for one replica: they can
@@ -84,6 +107,8 @@ impl Default for HttpOptions {
             auth_token: None,
             allow_unauthenticated: false,
             max_body_bytes: DEFAULT_MAX_BODY,
+            header_timeout: DEFAULT_HEADER_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
             drain_timeout: DEFAULT_DRAIN,
             sessions: false,
             log_format: LogFormat::Text,
@@ -177,7 +202,7 @@ pub async fn serve_http_until(
         }
     );
 
-    // The drain: on the signal, not ready and no new connections (axum's graceful shutdown),
+    // The drain: on the signal, not ready and no new connections ([`serve_connections`]),
     // subscriptions end; calls in flight finish and their answers are written, and serving
     // ends when the last connection closes. At the drain timeout what is left is cancelled
     // (its client told so), and a moment later every stream still open is cut.
@@ -221,24 +246,93 @@ pub async fn serve_http_until(
             mcp_token.cancel();
         })
     };
-    let serving = axum::serve(without_delay(listener), app)
-        .with_graceful_shutdown(stopping.cancelled_owned());
-    let serving = async move {
-        let serving = std::pin::pin!(serving.into_future());
-        tokio::select! {
-            result = serving => result,
-            // A connection that does not close after the drain (a client that stopped
-            // reading) does not hold the process.
-            () = async {
-                mcp_token.cancelled().await;
-                tokio::time::sleep(CLOSE_LIMIT).await;
-            } => Ok(()),
-        }
-    };
-    let result = serving.await;
+    tokio::select! {
+        () = serve_connections(without_delay(listener), app, &options, stopping) => {}
+        // A connection that does not close after the drain (a client that stopped reading)
+        // does not hold the process.
+        () = async {
+            mcp_token.cancelled().await;
+            tokio::time::sleep(CLOSE_LIMIT).await;
+        } => {}
+    }
     drained.abort();
     let _ = tokio::time::timeout(SHUTDOWN_LIMIT, server.shutdown()).await;
-    result.map_err(|e| HttpError::Serve(e).into())
+    Ok(())
+}
+
+/// Serves `app` on the connections `listener` accepts until `stopping` is cancelled; then
+/// accepts no more and closes the listening socket (new connections are refused), lets each
+/// open connection finish the answer it is writing (an idle one closes at once), and returns
+/// when the last has closed. This is `axum::serve` with its graceful shutdown, plus the two
+/// limits of `options` that axum has no place for. Without them a connection that never sends
+/// a whole request (opened before any token is checked) held its file descriptor forever, and
+/// a few hundred of them left no client able to connect (issue 24, item 6):
+/// - [`HttpOptions::header_timeout`], hyper's header read timeout: a connection that has not
+///   sent a whole request head within it of opening, or of its previous answer, is closed, so
+///   an idle keep-alive connection is closed too. The connections are served as HTTP/1 only
+///   (the one protocol axum is built with here): hyper-util's automatic choice would first
+///   read for an HTTP/2 preface, with no deadline, before the HTTP/1 reader and its clock.
+/// - [`HttpOptions::max_connections`]: each connection holds a permit while it is open, and
+///   without one nothing is accepted, so further connections wait in the kernel's backlog
+///   instead of taking the descriptors the downstream servers' pipes need.
+async fn serve_connections(
+    mut listener: impl axum::serve::Listener<Io = tokio::net::TcpStream, Addr = SocketAddr>,
+    app: axum::Router,
+    options: &HttpOptions,
+    stopping: CancellationToken,
+) {
+    let mut builder = auto::Builder::new(TokioExecutor::new()).http1_only();
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(options.header_timeout.min(MAX_HEADER_TIMEOUT));
+    let builder = Arc::new(builder);
+    let permits = Arc::new(Semaphore::new(
+        options.max_connections.clamp(1, Semaphore::MAX_PERMITS),
+    ));
+    // Every connection's task holds a receiver: `closed()` resolves when the last has ended.
+    let (all_closed, open) = watch::channel(());
+    loop {
+        let permit = tokio::select! {
+            biased;
+            () = stopping.cancelled() => break,
+            permit = permits.clone().acquire_owned() => permit,
+        };
+        // The semaphore is never closed, so this always holds a permit.
+        let Ok(permit) = permit else { break };
+        let (stream, peer) = tokio::select! {
+            biased;
+            () = stopping.cancelled() => break,
+            accepted = listener.accept() => accepted,
+        };
+        let builder = builder.clone();
+        // A cancellation counts only from the address its call came from (http/cancel.rs).
+        let service = TowerToHyperService::new(
+            app.clone()
+                .layer(axum::Extension(axum::extract::ConnectInfo(peer))),
+        );
+        let stopping = stopping.clone();
+        let open = open.clone();
+        tokio::spawn(async move {
+            // Held until the connection has closed: its place, and the drain's count of it.
+            let _held = (permit, open);
+            let connection = builder.serve_connection(TokioIo::new(stream), service);
+            let mut connection = std::pin::pin!(connection);
+            let closed = tokio::select! {
+                closed = connection.as_mut() => closed,
+                () = stopping.cancelled() => {
+                    connection.as_mut().graceful_shutdown();
+                    connection.await
+                }
+            };
+            if let Err(error) = closed {
+                tracing::debug!("a connection closed: {error}");
+            }
+        });
+    }
+    drop(listener);
+    drop(open);
+    all_closed.closed().await;
 }
 
 #[derive(Clone)]
@@ -309,6 +403,12 @@ fn router(
         )
     };
     let guarded = guarded
+        // A POSTed `notifications/cancelled` cancels its sender's call (cancel.rs); inside the
+        // body limit and the token check (both added below, so outside this).
+        .route_layer(axum::middleware::from_fn_with_state(
+            cancel::Cancellations::new(options.max_body_bytes),
+            cancel::track,
+        ))
         // Inside the token check (added below, so outside this): no body is read before the
         // request is authorized.
         .route_layer(axum::middleware::from_fn_with_state(

@@ -15,6 +15,7 @@ mod failure;
 mod graph;
 mod history;
 mod http;
+mod in_flight;
 mod js;
 mod jsonata;
 mod jsonlogic;

@@ -15,7 +15,8 @@ use rmcp::service::{
 };
 use rmcp::{ErrorData, ServerHandler};
 use serde_json::Value;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
@@ -44,7 +45,7 @@ struct Inner {
     /// The connections to tell of a new version (`notifications/tools/list_changed`).
     peers: Mutex<Vec<rmcp::Peer<RoleServer>>>,
     /// The same for clients of protocol 2026-07-28, which ask for it with `subscriptions/listen`.
-    subscriptions: Mutex<Vec<SubscriptionSink>>,
+    subscriptions: Listeners<SubscriptionSink>,
     /// Cancelled when serving ends: no new version is taken after that.
     stopped: CancellationToken,
     /// Tool calls running now: an HTTP server's drain waits for none (docs/http.md).
@@ -179,7 +180,7 @@ impl GraphServer {
                 versions: Versions::new(version),
                 watching: AtomicBool::new(false),
                 peers: Mutex::new(Vec::new()),
-                subscriptions: Mutex::new(Vec::new()),
+                subscriptions: Listeners::new(),
                 stopped: CancellationToken::new(),
                 running: tokio::sync::watch::Sender::new(0),
                 sealer: std::sync::OnceLock::new(),
@@ -309,8 +310,8 @@ impl GraphServer {
     }
 
     /// Tells every connection and subscription that the tools changed
-    /// (`notifications/tools/list_changed`); closed ones are forgotten, and those made
-    /// meanwhile kept.
+    /// (`notifications/tools/list_changed`); closed connections are forgotten, and those made
+    /// meanwhile kept. A subscription leaves the list when its stream ends ([`Listed`]).
     pub(crate) async fn tools_changed(&self) {
         let peers = std::mem::take(&mut *lock(&self.inner.peers));
         let mut open = Vec::with_capacity(peers.len());
@@ -320,14 +321,10 @@ impl GraphServer {
             }
         }
         lock(&self.inner.peers).extend(open);
-        let sinks = std::mem::take(&mut *lock(&self.inner.subscriptions));
-        let mut open = Vec::with_capacity(sinks.len());
-        for sink in sinks {
-            if sink.notify_tool_list_changed().await.is_ok() {
-                open.push(sink);
-            }
+        for sink in self.inner.subscriptions.open() {
+            // One that closed meanwhile refuses; its `listen` ends, and that unlists it.
+            let _ = sink.notify_tool_list_changed().await;
         }
-        lock(&self.inner.subscriptions).extend(open);
     }
 
     /// Stops taking new versions, then stops every run and closes the downstream servers of
@@ -352,6 +349,52 @@ impl<'a> Running<'a> {
 impl Drop for Running<'_> {
     fn drop(&mut self) {
         self.0.send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
+/// The `subscriptions/listen` streams open now. Each is listed while its `listen` runs and
+/// leaves the list when that returns or is dropped (its client went away), not at the graph's
+/// next change: closed streams kept until then grew a `--watch` server by 86 MB over 7,500 of
+/// them (issue 24).
+struct Listeners<T> {
+    /// By the order they were listed in, which is the order they are told of a change.
+    open: Mutex<BTreeMap<u64, T>>,
+    next: AtomicU64,
+}
+
+impl<T: Clone> Listeners<T> {
+    fn new() -> Listeners<T> {
+        Listeners {
+            open: Mutex::new(BTreeMap::new()),
+            next: AtomicU64::new(0),
+        }
+    }
+
+    /// Lists `item` until the returned guard is dropped.
+    fn add(&self, item: T) -> Listed<'_, T> {
+        let key = self.next.fetch_add(1, Ordering::Relaxed);
+        lock(&self.open).insert(key, item);
+        Listed {
+            listeners: self,
+            key,
+        }
+    }
+
+    /// What is listed now, in the order it was listed.
+    fn open(&self) -> Vec<T> {
+        lock(&self.open).values().cloned().collect()
+    }
+}
+
+/// One entry of [`Listeners`], unlisted when this is dropped.
+struct Listed<'a, T> {
+    listeners: &'a Listeners<T>,
+    key: u64,
+}
+
+impl<T> Drop for Listed<'_, T> {
+    fn drop(&mut self) {
+        lock(&self.listeners.open).remove(&self.key);
     }
 }
 
@@ -392,6 +435,31 @@ fn failure(message: String) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(message)])
 }
 
+/// `-32601` for a method this server does not have, naming it and the methods it has (a
+/// watched server also takes `subscriptions/listen`). The name is the client's: it is cut as
+/// [`crate::metrics::client_chosen`] cuts one.
+fn method_not_found(method: &str, watching: bool) -> ErrorData {
+    let mut methods = vec![
+        "initialize",
+        "server/discover",
+        "ping",
+        "tools/list",
+        "tools/call",
+    ];
+    if watching {
+        methods.push("subscriptions/listen");
+    }
+    ErrorData::new(
+        rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+        format!(
+            "Method not found: {} (this server answers {})",
+            crate::metrics::client_chosen(method),
+            methods.join(", ")
+        ),
+        None,
+    )
+}
+
 impl ServerHandler for GraphServer {
     fn get_info(&self) -> InitializeResult {
         let current = self.current();
@@ -430,10 +498,13 @@ impl ServerHandler for GraphServer {
         }
     }
 
-    /// A watched server remembers each connection, to tell it of new versions.
+    /// A watched server remembers each connection, to tell it of new versions; those closed
+    /// since are forgotten then, so closed sessions are not kept until the next version.
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         if self.watching() {
-            lock(&self.inner.peers).push(context.peer);
+            let mut peers = lock(&self.inner.peers);
+            peers.retain(|peer| !peer.is_transport_closed());
+            peers.push(context.peer);
         }
     }
 
@@ -449,9 +520,9 @@ impl ServerHandler for GraphServer {
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
-        if context.accepted().tools_list_changed == Some(true) {
-            lock(&self.inner.subscriptions).push(context.sink().clone());
-        }
+        // Listed while this runs: a stream its client closed ends it (or drops it), unlisted.
+        let _listed = (context.accepted().tools_list_changed == Some(true))
+            .then(|| self.inner.subscriptions.add(context.sink().clone()));
         tokio::select! {
             () = context.cancelled() => {}
             () = self.inner.listening.cancelled() => {}
@@ -460,7 +531,8 @@ impl ServerHandler for GraphServer {
     }
 
     /// rmcp hands over requests whose params it could not decode as custom requests; a standard
-    /// method with malformed params is `-32602 Invalid params`, not "method not found".
+    /// method with malformed params is `-32602 Invalid params`, not "method not found". Any
+    /// other method is not found, and the error says which methods there are.
     async fn on_custom_request(
         &self,
         request: CustomRequest,
@@ -477,11 +549,7 @@ impl ServerHandler for GraphServer {
                 None,
             ));
         }
-        Err(ErrorData::new(
-            rmcp::model::ErrorCode::METHOD_NOT_FOUND,
-            "Method not found",
-            None,
-        ))
+        Err(method_not_found(&request.method, self.watching()))
     }
 
     async fn call_tool(
@@ -489,6 +557,10 @@ impl ServerHandler for GraphServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        // Over stateless HTTP a `notifications/cancelled` comes in a request of its own: the
+        // call is listed where that request finds it, while it runs (in_flight.rs).
+        let _cancellable = crate::in_flight::Caller::of(&context.extensions)
+            .map(|caller| caller.register(context.id.clone(), context.ct.clone()));
         // The version this call runs on to its end, even if a newer one is taken meanwhile.
         let version = self.current();
         let _running = Running::start(&self.inner.running);
@@ -737,5 +809,49 @@ fn failure_text(error: &CallError) -> String {
             CallError::UnknownTool(crate::metrics::client_chosen(name).into_owned()).to_string()
         }
         other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Streams whose clients went away leave the list at once, without any change of the graph
+    /// (issue 24: they stayed until the next change); those still open stay, in order.
+    #[test]
+    fn closed_listen_streams_leave_the_list_at_once() {
+        let listeners = Listeners::new();
+        let kept = listeners.add(-1);
+        let closed: Vec<Listed<'_, i64>> = (0..7500).map(|n| listeners.add(n)).collect();
+        let also_kept = listeners.add(-2);
+        assert_eq!(listeners.open().len(), 7502);
+        drop(closed);
+        assert_eq!(listeners.open(), [-1, -2]);
+        drop(kept);
+        drop(also_kept);
+        assert!(listeners.open().is_empty());
+        assert!(lock(&listeners.open).is_empty());
+    }
+
+    /// An unknown method's error names it and the methods there are; a long name is cut.
+    #[test]
+    fn method_not_found_names_the_method_and_the_methods_offered() {
+        let error = method_not_found("foo/bar", false);
+        assert_eq!(error.code, rmcp::model::ErrorCode::METHOD_NOT_FOUND);
+        assert_eq!(
+            error.message,
+            "Method not found: foo/bar (this server answers initialize, server/discover, ping, tools/list, tools/call)"
+        );
+        let watched = method_not_found("foo/bar", true);
+        assert!(
+            watched
+                .message
+                .ends_with("tools/call, subscriptions/listen)"),
+            "{}",
+            watched.message
+        );
+        let long = "x".repeat(1 << 20);
+        let error = method_not_found(&long, false);
+        assert!(error.message.len() < 2048, "{} bytes", error.message.len());
     }
 }

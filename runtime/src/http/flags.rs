@@ -5,11 +5,11 @@
 //! lines into the same [`HttpOptions`], refuse the same ones, and describe them alike: nothing
 //! can disagree with the table (the model is the compiler's `codes!` table).
 //!
-//! The runtime does not depend on clap: a built server would compile it for nine flags. So this
+//! The runtime does not depend on clap: a built server would compile it for eleven flags. So this
 //! parser is small, and its refusals ([`FlagError`]) are worded as clap words them, so that a
 //! message reads the same whichever front end printed it (src/cli.rs's tests compare the two).
 
-use super::HttpOptions;
+use super::{HttpOptions, MAX_HEADER_TIMEOUT};
 use crate::serve::LogFormat;
 use std::fmt;
 use std::iter::Peekable;
@@ -58,6 +58,22 @@ pub static HTTP_FLAGS: &[HttpFlag] = &[
         repeatable: false,
         help: "The largest request body, in bytes",
         default: Some(default_max_body),
+    },
+    HttpFlag {
+        long: "header-timeout",
+        takes: Takes::Value("SECS", time_heads_out),
+        needs_http: true,
+        repeatable: false,
+        help: "Close a connection that sends no whole request head within SECS seconds of opening or of its last answer",
+        default: Some(default_header_timeout),
+    },
+    HttpFlag {
+        long: "max-connections",
+        takes: Takes::Value("N", limit_connections),
+        needs_http: true,
+        repeatable: false,
+        help: "The most connections open at once; further ones wait to be accepted until one closes",
+        default: Some(default_max_connections),
     },
     HttpFlag {
         long: "drain-timeout",
@@ -473,12 +489,40 @@ fn limit_body(flags: &mut HttpFlags, bytes: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn drain_for(flags: &mut HttpFlags, seconds: &str) -> Result<(), String> {
-    flags.options.drain_timeout = seconds
-        .parse::<f64>()
+/// A number of seconds, fractions allowed (`2.5`); not negative.
+fn seconds(text: &str) -> Option<Duration> {
+    text.parse::<f64>()
         .ok()
-        .and_then(|seconds| Duration::try_from_secs_f64(seconds).ok())
+        .and_then(|number| Duration::try_from_secs_f64(number).ok())
+}
+
+fn drain_for(flags: &mut HttpFlags, text: &str) -> Result<(), String> {
+    flags.options.drain_timeout = seconds(text)
         .ok_or_else(|| "expected a number of seconds, such as 30 or 2.5".to_string())?;
+    Ok(())
+}
+
+/// Above zero (none would close every connection before its first request) and at most
+/// [`MAX_HEADER_TIMEOUT`].
+fn time_heads_out(flags: &mut HttpFlags, text: &str) -> Result<(), String> {
+    flags.options.header_timeout = seconds(text)
+        .filter(|timeout| !timeout.is_zero() && *timeout <= MAX_HEADER_TIMEOUT)
+        .ok_or_else(|| {
+            format!(
+                "expected a number of seconds above 0 and at most {}, such as 10 or 2.5",
+                MAX_HEADER_TIMEOUT.as_secs()
+            )
+        })?;
+    Ok(())
+}
+
+/// At least one: with none, no connection would ever be accepted.
+fn limit_connections(flags: &mut HttpFlags, count: &str) -> Result<(), String> {
+    flags.options.max_connections = count
+        .parse()
+        .ok()
+        .filter(|&count: &usize| count > 0)
+        .ok_or_else(|| "expected a number of connections above 0, such as 128".to_string())?;
     Ok(())
 }
 
@@ -503,6 +547,14 @@ fn default_max_body(options: &HttpOptions) -> String {
 
 fn default_drain(options: &HttpOptions) -> String {
     options.drain_timeout.as_secs_f64().to_string()
+}
+
+fn default_header_timeout(options: &HttpOptions) -> String {
+    options.header_timeout.as_secs_f64().to_string()
+}
+
+fn default_max_connections(options: &HttpOptions) -> String {
+    options.max_connections.to_string()
 }
 
 fn default_log_format(options: &HttpOptions) -> String {
@@ -587,6 +639,10 @@ mod tests {
             "--allow-unauthenticated",
             "--max-body",
             "1000",
+            "--header-timeout",
+            "1.5",
+            "--max-connections",
+            "4",
             "--drain-timeout",
             "0.25",
             "--sessions",
@@ -607,6 +663,8 @@ mod tests {
         );
         assert!(options.allow_unauthenticated && options.sessions);
         assert_eq!(options.max_body_bytes, 1000);
+        assert_eq!(options.header_timeout, Duration::from_millis(1500));
+        assert_eq!(options.max_connections, 4);
         assert_eq!(options.drain_timeout, Duration::from_millis(250));
         assert_eq!(options.log_format, LogFormat::Json);
         let defaults = parse(&[]).expect("parses");
@@ -629,6 +687,25 @@ mod tests {
             refusal(&["--http", "--drain-timeout", "soon"]),
             "invalid value 'soon' for '--drain-timeout <SECS>': expected a number of seconds, such as 30 or 2.5"
         );
+        // `=` attaches a value that starts with `-`, as clap takes it.
+        for never in ["0", "-1", "86401", "soon"] {
+            let flag = format!("--header-timeout={never}");
+            assert_eq!(
+                refusal(&["--http", flag.as_str()]),
+                format!(
+                    "invalid value '{never}' for '--header-timeout <SECS>': expected a number of seconds above 0 and at most 86400, such as 10 or 2.5"
+                )
+            );
+        }
+        for none in ["0", "-4", "many"] {
+            let flag = format!("--max-connections={none}");
+            assert_eq!(
+                refusal(&["--http", flag.as_str()]),
+                format!(
+                    "invalid value '{none}' for '--max-connections <N>': expected a number of connections above 0, such as 128"
+                )
+            );
+        }
         assert_eq!(
             refusal(&["--log-format", "xml"]),
             "invalid value 'xml' for '--log-format <FORMAT>': expected text or json"
@@ -702,6 +779,8 @@ mod tests {
         );
         assert!(text.contains("[default: 4194304]"), "{text}");
         assert!(text.contains("[default: 30]"), "{text}");
+        assert!(text.contains("[default: 10]"), "{text}");
+        assert!(text.contains("[default: 128]"), "{text}");
         assert!(text.contains("[default: text]"), "{text}");
     }
 }
