@@ -1,7 +1,7 @@
 //! Serving over stdio as MCP clients see it: the shared corpora through `serve` and `-g`, the
-//! process lifecycle, real npm servers downstream, the Python `mcp` client, `--watch`, the run
-//! limits, hostile downstream servers and requests, the toolkit. One test binary, a module per
-//! subject.
+//! process lifecycle, real npm servers downstream, the Python `mcp` client and the TypeScript
+//! ones, `--watch`, the run limits, hostile downstream servers and requests, the toolkit. One
+//! test binary, a module per subject.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -10,6 +10,7 @@ mod downstream_hardening;
 mod hostile_ids;
 mod lifecycle;
 mod python_client;
+mod real_clients;
 mod real_servers;
 mod request_hardening;
 mod run_limits;
