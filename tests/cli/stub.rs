@@ -25,16 +25,32 @@ fn stub() -> PathBuf {
     Path::new(common::mcpgraph()).with_file_name("mcpgraph-stub")
 }
 
+/// Runs a program this test process has just written. Another test thread's fork may still
+/// hold the written file's descriptor for an instant (until its child execs), during which
+/// Linux refuses to execute it (`ETXTBSY`): that, and only that, is tried again.
+fn run_written(program: &Path) -> std::process::Output {
+    for _ in 0..100 {
+        match Command::new(program)
+            .stdin(std::process::Stdio::null())
+            .output()
+        {
+            // A back-off between attempts, not a wait for an event: there is none to wait on.
+            Err(error) if error.kind() == std::io::ErrorKind::ExecutableFileBusy => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            other => return other.expect("the server runs"),
+        }
+    }
+    panic!("{} stayed busy", program.display());
+}
+
 fn stderr(output: &std::process::Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
 /// Runs a server as a client would start it; it must exit 1 before reading stdin, saying `what`.
 fn refuses_to_start(server: &Path, what: &[&str]) {
-    let output = Command::new(server)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .expect("the server runs");
+    let output = run_written(server);
     let said = stderr(&output);
     assert_eq!(
         output.status.code(),
