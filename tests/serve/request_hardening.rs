@@ -421,3 +421,39 @@ fn fuzzed_request_lines_are_all_answered_and_the_server_lives_on() {
         server.pending.len()
     );
 }
+
+/// A method the server does not offer, standard or made up, is refused with its name and what
+/// the server does answer (issue 24, item 4), where rmcp's default answers gave the bare name.
+#[test]
+fn methods_not_offered_name_themselves_and_what_is_offered() {
+    let mut server = start();
+    for method in [
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "prompts/list",
+        "prompts/get",
+        "completion/complete",
+        "made/up",
+    ] {
+        let params = match method {
+            "resources/read" => json!({"uri": "file:///x"}),
+            "prompts/get" => json!({"name": "p"}),
+            "completion/complete" => {
+                json!({"ref": {"type": "ref/prompt", "name": "p"}, "argument": {"name": "a", "value": ""}})
+            }
+            _ => json!({}),
+        };
+        let response = server.request(method, params);
+        let (code, message) = error_of(&response);
+        assert_eq!(code, -32601, "{method}: {response}");
+        assert_eq!(
+            message,
+            format!(
+                "Method not found: {method} (this server answers initialize, server/discover, ping, tools/list, tools/call)"
+            ),
+            "{method}"
+        );
+    }
+    ping_answers(&mut server);
+}
