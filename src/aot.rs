@@ -264,7 +264,7 @@ pub fn is_static_elf(bytes: &[u8]) -> Result<bool, String> {
     let u16_at = |o: usize| u16::from_le_bytes([bytes[o], bytes[o + 1]]) as usize;
     let u32_at = |o: usize| {
         bytes
-            .get(o..o + 4)
+            .get(o..o.checked_add(4)?)
             .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
     };
     let phoff = bytes
@@ -274,7 +274,8 @@ pub fn is_static_elf(bytes: &[u8]) -> Result<bool, String> {
     let (phentsize, phnum) = (u16_at(0x36), u16_at(0x38));
     const PT_INTERP: u32 = 3;
     for i in 0..phnum {
-        match u32_at(phoff + i * phentsize) {
+        // A crafted offset is a truncated table, never an overflow.
+        match phoff.checked_add(i * phentsize).and_then(u32_at) {
             Some(PT_INTERP) => return Ok(false),
             Some(_) => {}
             None => return Err("truncated program headers".into()),

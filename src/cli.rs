@@ -622,6 +622,29 @@ fn build(args: BuildArgs) -> ExitCode {
         Ok(g) => g,
         Err(code) => return code,
     };
+    // Refused before anything is built: a build replaces what is at its output.
+    if let Some(own) = args
+        .common
+        .project()
+        .watched()
+        .into_iter()
+        .find(|file| same_file(file, &args.out))
+    {
+        eprintln!(
+            "error: the output {} is the graph's own file {}: choose another path",
+            args.out.display(),
+            own.display()
+        );
+        return ExitCode::from(1);
+    }
+    if args.out.is_dir() {
+        eprintln!(
+            "error: the output {} is a directory: name the server file, e.g. {}",
+            args.out.display(),
+            args.out.join("server").display()
+        );
+        return ExitCode::from(1);
+    }
     let built = if args.native || args.debug || args.small {
         let options = aot::BuildOptions {
             profile: if args.debug {
@@ -677,6 +700,15 @@ fn build(args: BuildArgs) -> ExitCode {
     }
 }
 
+/// Whether two paths name one existing file.
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
 /// `1.2 s` or `35 ms`.
 fn elapsed(time: std::time::Duration) -> String {
     if time.as_secs() >= 1 {
@@ -704,11 +736,22 @@ fn stub(args: StubArgs) -> ExitCode {
     );
     match aot::build_stub(&out, &options) {
         Ok(built) => {
+            let found = if out == aot::cached_stub(&aot::cache_dir(), args.static_) {
+                format!(
+                    "`mcpgraph build{}` finds it there",
+                    if args.static_ { " --static" } else { "" }
+                )
+            } else {
+                format!(
+                    "use it with `mcpgraph build{} --stub {}`",
+                    if args.static_ { " --static" } else { "" },
+                    out.display()
+                )
+            };
             eprintln!(
-                "built {} ({:.1} MiB); `mcpgraph build{}` finds it there",
+                "built {} ({:.1} MiB); {found}",
                 out.display(),
                 built.bytes as f64 / (1024.0 * 1024.0),
-                if args.static_ { " --static" } else { "" }
             );
             ExitCode::SUCCESS
         }

@@ -123,18 +123,25 @@ pub fn elf_end(bytes: &[u8]) -> Option<u64> {
     };
     let (phoff, phentsize, phnum) = (u64_at(0x20)?, u16_at(0x36)?, u16_at(0x38)?);
     let (shoff, shentsize, shnum) = (u64_at(0x28)?, u16_at(0x3a)?, u16_at(0x3c)?);
+    // Every offset is the file's word: checked, so that a crafted header is refused (`None`),
+    // never an overflow.
+    let entry = |table: u64, size: u64, i: u64, field: u64| {
+        table.checked_add(i.checked_mul(size)?)?.checked_add(field)
+    };
     let mut end = 64u64
         .max(phoff.checked_add(phentsize * phnum)?)
         .max(shoff.checked_add(shentsize * shnum)?);
     for i in 0..phnum {
-        let at = phoff + i * phentsize;
-        end = end.max(u64_at(at + 8)?.checked_add(u64_at(at + 0x20)?)?);
+        let offset = u64_at(entry(phoff, phentsize, i, 8)?)?;
+        let size = u64_at(entry(phoff, phentsize, i, 0x20)?)?;
+        end = end.max(offset.checked_add(size)?);
     }
     const SHT_NOBITS: u32 = 8;
     for i in 0..shnum {
-        let at = shoff + i * shentsize;
-        if u32_at(at + 4)? != SHT_NOBITS {
-            end = end.max(u64_at(at + 0x18)?.checked_add(u64_at(at + 0x20)?)?);
+        if u32_at(entry(shoff, shentsize, i, 4)?)? != SHT_NOBITS {
+            let offset = u64_at(entry(shoff, shentsize, i, 0x18)?)?;
+            let size = u64_at(entry(shoff, shentsize, i, 0x20)?)?;
+            end = end.max(offset.checked_add(size)?);
         }
     }
     Some(end)
@@ -159,6 +166,8 @@ pub enum StubError {
     },
     /// Its mark says so, or data follows its image.
     CarriesAGraph,
+    /// Its ELF image says it is longer than the file.
+    Truncated,
 }
 
 impl fmt::Display for StubError {
@@ -175,6 +184,10 @@ impl fmt::Display for StubError {
             StubError::CarriesAGraph => write!(
                 f,
                 "it already carries a graph (it is a built server, not the bare stub)"
+            ),
+            StubError::Truncated => write!(
+                f,
+                "it is truncated (its ELF image is longer than the file): copy or build it again"
             ),
         }
     }
@@ -197,6 +210,9 @@ pub fn attach(stub: &[u8], payload: &[u8]) -> Result<Vec<u8>, StubError> {
     }
     if mark.attached || end < stub.len() as u64 {
         return Err(StubError::CarriesAGraph);
+    }
+    if end > stub.len() as u64 {
+        return Err(StubError::Truncated);
     }
     let mut out = Vec::with_capacity(stub.len() + HEADER.len() + payload.len() + TRAILER_LEN);
     out.extend_from_slice(stub);
@@ -341,10 +357,15 @@ fn diagnose(file: &mut std::fs::File, len: u64) -> std::io::Result<AttachedError
     };
     let appended = &bytes[end as usize..];
     if !appended.is_empty() {
-        return Ok(if appended.starts_with(&HEADER) {
+        return Ok(if find(appended, &MAGIC).is_some() {
+            // A whole attachment, then more bytes (`cat >>`, a packager, a signature).
+            AttachedError::Corrupted("data was appended after its graph")
+        } else if appended.starts_with(&HEADER) {
             AttachedError::Truncated {
                 kept: (appended.len() - HEADER.len()) as u64,
             }
+        } else if HEADER.starts_with(appended) {
+            AttachedError::Truncated { kept: 0 }
         } else {
             AttachedError::Corrupted("the data after the stub is not an attached graph")
         });
@@ -383,6 +404,22 @@ mod tests {
         assert_eq!(found[0].version, VERSION);
         assert!(!found[0].attached);
         assert_eq!(bytes[found[0].digit_at], b'0');
+    }
+
+    /// A crafted ELF header (offsets near the top of u64) is refused, never an overflow.
+    #[test]
+    fn crafted_elf_headers_are_refused_without_overflow() {
+        let mut bytes = vec![0u8; 128];
+        bytes[..6].copy_from_slice(b"\x7fELF\x02\x01");
+        bytes[0x20..0x28].copy_from_slice(&(u64::MAX - 3).to_le_bytes());
+        bytes[0x36..0x38].copy_from_slice(&1u16.to_le_bytes());
+        bytes[0x38..0x3a].copy_from_slice(&1u16.to_le_bytes());
+        assert_eq!(elf_end(&bytes), None);
+        bytes[0x20..0x28].copy_from_slice(&64u64.to_le_bytes());
+        bytes[0x36..0x38].copy_from_slice(&u16::MAX.to_le_bytes());
+        bytes[0x38..0x3a].copy_from_slice(&u16::MAX.to_le_bytes());
+        assert_eq!(elf_end(&bytes), None);
+        assert_eq!(attach(&bytes, b"{}"), Err(StubError::NotElf));
     }
 
     #[test]

@@ -181,6 +181,7 @@ pub fn build(graph: &Graph, out: &Path, options: &BuildOptions) -> Result<Built,
         .join("crates")
         .join(format!("{name}-{:016x}", fnv(&absolute.to_string_lossy())));
     let vendor = options.cache.join("vendor").join(env!("CARGO_PKG_VERSION"));
+    let _locked = lock_cache(options)?;
     emit(
         graph,
         &crate_dir,
@@ -202,6 +203,7 @@ pub fn build(graph: &Graph, out: &Path, options: &BuildOptions) -> Result<Built,
 pub fn build_stub(out: &Path, options: &BuildOptions) -> Result<Built, BuildError> {
     let crate_dir = options.cache.join("crates").join("mcpgraph-stub");
     let vendor = options.cache.join("vendor").join(env!("CARGO_PKG_VERSION"));
+    let _locked = lock_cache(options)?;
     emit_stub(&crate_dir, &VendorAt::Shared(vendor))
         .map_err(|e| BuildError::WriteCrate(crate_dir.clone(), e))?;
     let bytes = cargo_build(&crate_dir, super::stub::STUB, out, options)?;
@@ -213,19 +215,17 @@ pub fn build_stub(out: &Path, options: &BuildOptions) -> Result<Built, BuildErro
     })
 }
 
-/// Runs cargo on the crate at `crate_dir` for its binary `name` and copies the binary to `out`;
-/// returns its size.
-fn cargo_build(
-    crate_dir: &Path,
-    name: &str,
-    out: &Path,
-    options: &BuildOptions,
-) -> Result<u64, BuildError> {
-    // One target directory for every build: the runtime is compiled once.
-    let target_dir = std::env::var_os("MCPGRAPH_TARGET_DIR")
-        .map_or_else(|| options.cache.join("target"), PathBuf::from);
-    // Held from cargo's start until the binary is copied: two builds of servers with one name
-    // (or a static and a dynamic build of one graph) share the artifact's path.
+/// One target directory for every build: the runtime is compiled once.
+fn target_dir(options: &BuildOptions) -> PathBuf {
+    std::env::var_os("MCPGRAPH_TARGET_DIR")
+        .map_or_else(|| options.cache.join("target"), PathBuf::from)
+}
+
+/// The cache's build lock, held from writing a crate until its binary is copied: two builds of
+/// one graph share its crate directory, and two servers with one name (or a static and a
+/// dynamic build of one graph) share the artifact's path. Says so when it has to wait.
+fn lock_cache(options: &BuildOptions) -> Result<std::fs::File, BuildError> {
+    let target_dir = target_dir(options);
     let _ = std::fs::create_dir_all(&target_dir);
     let lock_path = target_dir.join(".mcpgraph-build.lock");
     let lock = std::fs::OpenOptions::new()
@@ -234,9 +234,26 @@ fn cargo_build(
         .write(true)
         .open(&lock_path)
         .map_err(|e| BuildError::Lock(lock_path.clone(), e))?;
-    lock.lock()
-        .map_err(|e| BuildError::Lock(lock_path.clone(), e))?;
+    if lock.try_lock().is_err() {
+        eprintln!(
+            "waiting for another mcpgraph build ({})",
+            lock_path.display()
+        );
+        lock.lock()
+            .map_err(|e| BuildError::Lock(lock_path.clone(), e))?;
+    }
+    Ok(lock)
+}
 
+/// Runs cargo on the crate at `crate_dir` for its binary `name` and copies the binary to `out`;
+/// returns its size. The caller holds [`lock_cache`].
+fn cargo_build(
+    crate_dir: &Path,
+    name: &str,
+    out: &Path,
+    options: &BuildOptions,
+) -> Result<u64, BuildError> {
+    let target_dir = target_dir(options);
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut command = Command::new(cargo);
     command
@@ -284,7 +301,6 @@ fn cargo_build(
     // Replaced in one rename, never overwritten: an earlier build may be running, and a client
     // that starts the server meanwhile finds the old binary or the new one, never half of one.
     let bytes = std::fs::read(&built).map_err(copy_failed)?;
-    drop(lock);
     if options.static_ {
         match is_static_elf(&bytes) {
             Ok(true) => {}

@@ -138,6 +138,17 @@ fn a_damaged_server_says_what_happened() {
         &["attached by mcpgraph 0.0.9", env!("CARGO_PKG_VERSION")],
     );
 
+    // Bytes appended after a whole server (`cat >>`, a packager): corrupted, not truncated.
+    let mut appended = bytes.clone();
+    appended.extend_from_slice(b"signature");
+    let appended = write("appended", &appended);
+    refuses_to_start(&appended, &["corrupted", "appended after its graph"]);
+
+    // Cut inside the header that starts the attachment: truncated.
+    let stub_len = std::fs::read(stub()).unwrap().len();
+    let cut = write("cut-in-header", &bytes[..stub_len + 5]);
+    refuses_to_start(&cut, &["truncated"]);
+
     let output = Command::new(stub()).output().unwrap();
     assert_eq!(output.status.code(), Some(1));
     assert!(
@@ -197,6 +208,18 @@ fn a_build_refuses_before_writing_anything() {
         &other,
         &["dynamically linked"],
     );
+    // The output is the graph itself (or its lock file): refused, the graph untouched.
+    let graph = dir.join("graph.yaml");
+    std::fs::copy(example(), &graph).unwrap();
+    let before = std::fs::read(&graph).unwrap();
+    let output = build_from_stub(&graph, &graph, &[]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("the graph's own file"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(std::fs::read(&graph).unwrap(), before);
     // The output is a directory, or the stub itself.
     refused(&[], &dir, &["is a directory"]);
     refused(
