@@ -80,7 +80,9 @@ impl SlotState {
     /// a call that comes long after, when a new start may well succeed.
     fn settle(&mut self) {
         if let SlotState::Starting { start, .. } = self
-            && let Some(outcome) = start.clone().now_or_never()
+            // Unconstrained: a poll of a task's handle spends tokio's co-op budget, and with it
+            // spent a finished start would read as pending.
+            && let Some(outcome) = tokio::task::unconstrained(start.clone()).now_or_never()
         {
             *self = match outcome {
                 Ok(connection) => SlotState::Ready(connection),

@@ -11,6 +11,7 @@ use rmcp::model::RequestId;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 /// Who made a request, as far as cancelling its calls goes. Not `Debug`: it holds a credential.
@@ -73,6 +74,41 @@ struct Registry {
     /// The serial of the next call listed: it tells apart calls listed under one key.
     next: u64,
     calls: HashMap<(Scope, RequestId), Vec<(u64, CancellationToken)>>,
+    /// Keys whose call ended within [`LATE`], and when: a cancellation may arrive after the
+    /// call it names has ended (a client's notification crosses its answer), and must then not
+    /// stop another client's call that has the same id in the same scope.
+    ended: HashMap<(Scope, RequestId), Instant>,
+    /// The same keys in the order they ended, for pruning in constant time per call.
+    ended_order: std::collections::VecDeque<(Instant, (Scope, RequestId))>,
+}
+
+/// How long an ended call's key makes a cancellation of that key ambiguous.
+const LATE: Duration = Duration::from_secs(60);
+/// The most ended keys remembered; past it the oldest are forgotten first.
+const MAX_ENDED: usize = 10_000;
+
+impl Registry {
+    /// Forgets ended keys older than [`LATE`], and the oldest beyond [`MAX_ENDED`].
+    fn prune(&mut self, now: Instant) {
+        while let Some((at, _)) = self.ended_order.front() {
+            if now.duration_since(*at) < LATE && self.ended_order.len() <= MAX_ENDED {
+                break;
+            }
+            let Some((at, key)) = self.ended_order.pop_front() else {
+                break;
+            };
+            // A key that ended again later is kept until its latest end is old.
+            if self.ended.get(&key) == Some(&at) {
+                self.ended.remove(&key);
+            }
+        }
+    }
+
+    fn ended(&mut self, key: (Scope, RequestId), now: Instant) {
+        self.prune(now);
+        self.ended.insert(key.clone(), now);
+        self.ended_order.push_back((now, key));
+    }
 }
 
 /// What a cancellation did.
@@ -112,13 +148,14 @@ impl Calls {
     }
 
     pub(crate) fn cancel(&self, scope: &Scope, id: &RequestId) -> Cancellation {
-        let registry = self.registry();
-        match registry
-            .calls
-            .get(&(scope.clone(), id.clone()))
-            .map(Vec::as_slice)
-        {
+        let mut registry = self.registry();
+        registry.prune(Instant::now());
+        let key = (scope.clone(), id.clone());
+        let ended_lately = registry.ended.contains_key(&key);
+        match registry.calls.get(&key).map(Vec::as_slice) {
             None | Some([]) => Cancellation::Unknown,
+            // Another call of this key ended lately: the cancellation may be its, late.
+            Some([_]) if ended_lately => Cancellation::Ambiguous(2),
             Some([(_, token)]) => {
                 token.cancel();
                 Cancellation::Cancelled
@@ -153,6 +190,7 @@ impl Drop for Registered {
         if ended {
             registry.calls.remove(&self.key);
         }
+        registry.ended(self.key.clone(), Instant::now());
     }
 }
 
@@ -226,9 +264,27 @@ mod tests {
         let _second_call = calls.register(own.clone(), id(1), second.clone());
         assert_eq!(calls.cancel(&own, &id(1)), Cancellation::Ambiguous(2));
         assert!(!first.is_cancelled() && !second.is_cancelled());
+        // Once one has ended, a cancellation of the id may still be its, arriving late: the
+        // other is left running too.
         drop(first_call);
-        assert_eq!(calls.cancel(&own, &id(1)), Cancellation::Cancelled);
-        assert!(!first.is_cancelled() && second.is_cancelled());
+        assert_eq!(calls.cancel(&own, &id(1)), Cancellation::Ambiguous(2));
+        assert!(!first.is_cancelled() && !second.is_cancelled());
+    }
+
+    /// Another client's call 7 ended, and its cancellation arrives late: the call 7 in flight
+    /// in the same scope is not stopped.
+    #[test]
+    fn a_late_cancellation_of_an_ended_call_stops_no_other() {
+        let calls = Calls::default();
+        let shared = scope("127.0.0.1", None);
+        let token = CancellationToken::new();
+        let _alice = calls.register(shared.clone(), id(7), token.clone());
+        drop(calls.register(shared.clone(), id(7), CancellationToken::new()));
+        assert_eq!(calls.cancel(&shared, &id(7)), Cancellation::Ambiguous(2));
+        assert!(
+            !token.is_cancelled(),
+            "a late cancellation stopped another call"
+        );
     }
 
     fn parts(peer: Option<&str>, authorization: Option<&'static str>) -> Parts {

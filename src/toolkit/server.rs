@@ -490,8 +490,14 @@ impl Toolkit {
             stub: None,
             cache: crate::aot::cache_dir(),
         };
-        let built = crate::aot::build_from_stub(&graph, &out, &options)
-            .map_err(|e| Failed::new(e.to_string()))?;
+        // Reading, hashing and writing some 20 MiB: off the async workers.
+        let built = {
+            let (graph, out) = (graph.clone(), out.clone());
+            tokio::task::spawn_blocking(move || crate::aot::build_from_stub(&graph, &out, &options))
+                .await
+                .map_err(|e| Failed::new(format!("the build panicked: {e}")))?
+                .map_err(|e| Failed::new(e.to_string()))?
+        };
         Ok(built_result(
             &built.path,
             built.bytes,

@@ -70,14 +70,21 @@ pub struct Store {
     /// Held from the read to the rename of every edit of this process: by the blocking task that
     /// makes it, so that an edit whose call was cancelled holds it until it is done.
     edits: Arc<tokio::sync::Mutex<()>>,
+    /// Whether the toolkit started on a path with no file: only then may an edit create it. A
+    /// graph that was there and is gone (deleted, or mid-way through another program's save)
+    /// is never made again from nothing.
+    started_missing: bool,
 }
 
 impl Store {
     pub fn new(graph: PathBuf, mcp: Option<PathBuf>) -> Store {
+        let started_missing = std::fs::symlink_metadata(&graph)
+            .is_err_and(|error| error.kind() == io::ErrorKind::NotFound);
         Store {
             graph,
             mcp,
             edits: Arc::new(tokio::sync::Mutex::new(())),
+            started_missing,
         }
     }
 
@@ -90,6 +97,15 @@ impl Store {
     /// Nothing is written unless the edit is accepted on the bytes it replaces.
     pub async fn edit(&self, edit: OwnedEdit) -> Result<Proposed, Refusal> {
         let serialised = self.edits.clone().lock_owned().await;
+        if !self.started_missing
+            && std::fs::symlink_metadata(&self.graph)
+                .is_err_and(|error| error.kind() == io::ErrorKind::NotFound)
+        {
+            return Err(refusal(format!(
+                "{} is gone: it was there when the toolkit started, so it is not made again from nothing; nothing was written (restore the file, or start the toolkit again to begin a new graph there)",
+                self.graph.display()
+            )));
+        }
         let (graph, mcp) = (self.graph.clone(), self.mcp.clone());
         // On a thread that may block: waiting for another toolkit's lock, the check, the writes.
         let work = tokio::task::spawn_blocking(move || {
@@ -253,11 +269,14 @@ fn directory_of(graph: &Path) -> &Path {
 fn lock_directory(graph: &Path) -> Option<File> {
     // The real file's directory, as `atomic_write` writes the real file: two toolkits that
     // reach one graph through different links take one lock.
-    let real = std::fs::canonicalize(graph).unwrap_or_else(|_| graph.to_path_buf());
-    let directory = directory_of(&real);
+    // A graph not written yet has no real path of its own: its directory's is used.
+    let directory = std::fs::canonicalize(graph)
+        .map(|real| directory_of(&real).to_path_buf())
+        .or_else(|_| std::fs::canonicalize(directory_of(graph)))
+        .unwrap_or_else(|_| directory_of(graph).to_path_buf());
     // Opened read-only, with close-on-exec (as std opens every file): the downstream servers a
     // run starts do not inherit the lock.
-    let handle = File::open(directory).ok()?;
+    let handle = File::open(&directory).ok()?;
     handle.lock().ok()?;
     Some(handle)
 }
@@ -333,6 +352,17 @@ mod tests {
         assert!(text.starts_with(GRAPH), "{text}");
         assert_eq!(edit::tool_names(&store.read().unwrap()), ["one", "two"]);
         assert!(scratch.others().is_empty(), "{:?}", scratch.others());
+    }
+
+    /// A graph deleted while the toolkit runs is not recreated by the next edit.
+    #[tokio::test]
+    async fn a_graph_deleted_meanwhile_is_not_made_again() {
+        let scratch = Scratch::new("deleted");
+        let store = Store::new(scratch.graph(), None);
+        std::fs::remove_file(scratch.graph()).unwrap();
+        let refusal = store.edit(OwnedEdit::Add(tool("two"))).await.unwrap_err();
+        assert!(refusal.message.contains("is gone"), "{refusal:?}");
+        assert!(!scratch.graph().exists(), "the edit made the graph again");
     }
 
     #[tokio::test]

@@ -308,15 +308,16 @@ fn a_posted_cancellation_stops_the_call_and_tells_the_downstream() {
 }
 
 /// Two clients, each with a call of id 7 in flight: one client's cancellation stops its own
-/// call only. The other's runs to its end and its downstream `nap` is never cancelled.
+/// call only. The other's is still running afterwards, its downstream `nap` not cancelled, and
+/// its own client's cancellation then stops it.
 #[test]
 fn a_cancellation_from_another_client_cancels_nothing() {
     let log = temp_file("scoped.log");
     let server = Server::start(&[], &[], &log);
     let alice = [("Authorization", "Bearer alice")];
     let bob = [("Authorization", "Bearer bob")];
-    // Bob's nap is long enough to be in flight when Alice cancels, short enough to end in time.
-    let bob_ms = 4_000;
+    // Both naps outlast the test: neither ends on its own while it is looked at.
+    let bob_ms = LONG_NAP_MS + 1;
     let alices_call = start_nap(server.port, 7, LONG_NAP_MS, &alice);
     let bobs_call = start_nap(server.port, 7, bob_ms, &bob);
     let alices_nap = downstream_nap(&log, LONG_NAP_MS);
@@ -331,20 +332,30 @@ fn a_cancellation_from_another_client_cancels_nothing() {
         "{alices_answer}\n{}",
         server.text()
     );
-    let bobs_answer = answer(bobs_call, 7);
-    assert_eq!(
-        bobs_answer["result"]["structuredContent"]["napped"].as_f64(),
-        Some(bob_ms as f64),
-        "{bobs_answer}\n{}",
-        server.text()
-    );
     wait_until("the mock server to be told of Alice's cancellation", || {
         cancelled_downstream(&log).contains(&alices_nap)
+    });
+    // Bob's call is the one left in flight, and its nap was not cancelled.
+    wait_until("Alice's call to leave the calls in flight", || {
+        metric(&server.metrics(&[]), "mcpgraph_calls_in_flight") == Some(1.0)
     });
     assert!(
         !cancelled_downstream(&log).contains(&bobs_nap),
         "Bob's nap was cancelled: {:?}",
         mock_log_lines(&log)
     );
+    // Bob's own cancellation stops it: his scope works too.
+    let accepted = cancel(server.port, 7, &bob);
+    assert_eq!(accepted.status, 202, "{accepted:?}");
+    let bobs_answer = answer(bobs_call, 7);
+    assert_eq!(
+        bobs_answer["error"]["message"],
+        "Execution was cancelled",
+        "{bobs_answer}\n{}",
+        server.text()
+    );
+    wait_until("the mock server to be told of Bob's cancellation", || {
+        cancelled_downstream(&log).contains(&bobs_nap)
+    });
     let _ = std::fs::remove_file(&log);
 }

@@ -274,10 +274,6 @@ fn cancel_over_http(client: &str, flags: &[&str]) {
     let cancel = &report["cancel"];
     assert_eq!(cancel["finished"], json!(false), "{report}");
     assert!(cancel["error"]["message"].is_string(), "{report}");
-    assert!(
-        cancel["seconds"].as_f64().is_some_and(|s| s < 5.0),
-        "{report}"
-    );
     assert_eq!(
         cancel["downstreamTold"],
         json!(true),

@@ -225,10 +225,6 @@ fn typescript_clients_cancel_a_call_and_the_downstream_is_told() {
         let cancel = &report["cancel"];
         assert_eq!(cancel["finished"], json!(false), "{report}");
         assert!(cancel["error"]["message"].is_string(), "{report}");
-        assert!(
-            cancel["seconds"].as_f64().is_some_and(|s| s < 5.0),
-            "{report}"
-        );
         assert_eq!(
             cancel["downstreamTold"],
             json!(true),
