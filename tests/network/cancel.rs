@@ -8,15 +8,13 @@ use crate::common;
 
 use crate::common::raw_http::{Chunked, Response};
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-/// How long anything a test waits for may take before the test fails.
-const DEADLINE: Duration = Duration::from_secs(10);
+use crate::served::{DEADLINE, Server, wait_until};
 /// The nap of a call the tests cancel: far longer than [`DEADLINE`], so it ends in time only
 /// if it is cancelled.
 const LONG_NAP_MS: u64 = 30_000;
@@ -32,95 +30,23 @@ fn temp_file(name: &str) -> PathBuf {
     path
 }
 
-/// Polls `ready` until it is true; fails the test with `what` after [`DEADLINE`].
-fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {
-    let deadline = Instant::now() + DEADLINE;
-    while !ready() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// `mcpgraph serve tests/http/http.yaml --http 127.0.0.1:0` with more arguments, its mock
-/// server logging to `log`; killed when dropped.
-struct Server {
-    child: Child,
-    stderr: Arc<Mutex<Vec<String>>>,
-    port: u16,
-}
-
-impl Server {
-    fn start(args: &[&str], env: &[(&str, &str)], log: &Path) -> Server {
-        let graph = http_graph().to_string_lossy().into_owned();
-        let mut command = Command::new(common::mcpgraph());
-        command
-            .args(["serve", graph.as_str(), "--http", "127.0.0.1:0"])
-            .args(args)
-            .current_dir(common::root())
-            .env(
-                "MCPGRAPH_MOCK",
-                common::shared_dir().join("tools/mock-mcp-server.py"),
-            )
-            .env("MCPGRAPH_MOCK_LOG", log)
-            .envs(env.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        let mut child = command.spawn().expect("mcpgraph starts");
-        let stderr = Arc::new(Mutex::new(Vec::new()));
-        let pipe = child.stderr.take().expect("piped stderr");
-        let lines = stderr.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(pipe).lines() {
-                let Ok(line) = line else { break };
-                lines.lock().unwrap().push(line);
-            }
-        });
-        let mut server = Server {
-            child,
-            stderr,
-            port: 0,
-        };
-        let mut port = None;
-        wait_until("the server's address line", || {
-            port = server.lines().iter().find_map(|line| {
-                let rest = line.strip_prefix("mcpgraph: serving ")?;
-                let (_, address) = rest.split_once(" at http://127.0.0.1:")?;
-                address.split_once("/mcp")?.0.parse().ok()
-            });
-            if port.is_none()
-                && let Ok(Some(status)) = server.child.try_wait()
-            {
-                panic!("serve exited ({status}) before serving:\n{}", server.text());
-            }
-            port.is_some()
-        });
-        server.port = port.unwrap_or_default();
-        server
-    }
-
-    fn lines(&self) -> Vec<String> {
-        self.stderr.lock().unwrap().clone()
-    }
-
-    fn text(&self) -> String {
-        self.lines().join("\n")
-    }
-
-    /// `/metrics`' body, read with `headers` (the token, when the server has one).
-    fn metrics(&self, headers: &[(&str, &str)]) -> String {
-        let response =
-            common::raw_http::request(self.port, "GET", "/metrics", headers, "", DEADLINE);
-        assert_eq!(response.status, 200, "{response:?}");
-        response.body
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// server logging to `log`.
+fn serve_http(args: &[&str], env: &[(&str, &str)], log: &Path) -> Server {
+    let mut command = Command::new(common::mcpgraph());
+    command
+        .arg("serve")
+        .arg(http_graph())
+        .args(["--http", "127.0.0.1:0"])
+        .args(args)
+        .current_dir(common::root())
+        .env(
+            "MCPGRAPH_MOCK",
+            common::shared_dir().join("tools/mock-mcp-server.py"),
+        )
+        .env("MCPGRAPH_MOCK_LOG", log)
+        .envs(env.iter().copied());
+    Server::start_with(command)
 }
 
 /// The value of the metric line `series` (name and labels exactly as rendered), if present.
@@ -274,7 +200,7 @@ fn cancelled_downstream(log: &Path) -> Vec<Value> {
 fn a_posted_cancellation_stops_the_call_and_tells_the_downstream() {
     let log = temp_file("stops.log");
     let token = "cancel-test-token";
-    let server = Server::start(
+    let server = serve_http(
         &["--auth-token-env", "MCPGRAPH_CANCEL_TEST_TOKEN"],
         &[("MCPGRAPH_CANCEL_TEST_TOKEN", token)],
         &log,
@@ -297,7 +223,7 @@ fn a_posted_cancellation_stops_the_call_and_tells_the_downstream() {
         cancelled_downstream(&log).contains(&nap)
     });
     wait_until("the call to be counted cancelled", || {
-        let text = server.metrics(&auth);
+        let text = server.metrics_with(&auth);
         metric(
             &text,
             "mcpgraph_call_failures_total{tool=\"nap\",kind=\"cancelled\"}",
@@ -313,7 +239,7 @@ fn a_posted_cancellation_stops_the_call_and_tells_the_downstream() {
 #[test]
 fn a_cancellation_from_another_client_cancels_nothing() {
     let log = temp_file("scoped.log");
-    let server = Server::start(&[], &[], &log);
+    let server = serve_http(&[], &[], &log);
     let alice = [("Authorization", "Bearer alice")];
     let bob = [("Authorization", "Bearer bob")];
     // Both naps outlast the test: neither ends on its own while it is looked at.
@@ -337,7 +263,7 @@ fn a_cancellation_from_another_client_cancels_nothing() {
     });
     // Bob's call is the one left in flight, and its nap was not cancelled.
     wait_until("Alice's call to leave the calls in flight", || {
-        metric(&server.metrics(&[]), "mcpgraph_calls_in_flight") == Some(1.0)
+        metric(&server.metrics_with(&[]), "mcpgraph_calls_in_flight") == Some(1.0)
     });
     assert!(
         !cancelled_downstream(&log).contains(&bobs_nap),

@@ -7,15 +7,12 @@ use crate::common;
 
 use crate::common::raw_http::Response;
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// How long anything a test waits for may take before the test fails.
-const DEADLINE: Duration = Duration::from_secs(10);
+use crate::served::{DEADLINE, Server, wait_until};
 
 fn http_graph() -> PathBuf {
     common::root().join("tests/http/http.yaml")
@@ -42,21 +39,15 @@ fn temp_file(name: &str) -> PathBuf {
     path
 }
 
-/// Polls `ready` until it is true; fails the test with `what` after [`DEADLINE`].
-fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {
-    let deadline = Instant::now() + DEADLINE;
-    while !ready() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// A `mcpgraph serve` process; killed when dropped, so a failing test leaves nothing running.
-struct Server {
-    child: Child,
-    /// Every line written to stderr so far.
-    stderr: Arc<Mutex<Vec<String>>>,
-    port: u16,
+/// `mcpgraph ARGS` as the tests here start it: from the repository root, with the mock.
+fn mcpgraph_command(args: &[&str], env: &[(&str, &str)]) -> Command {
+    let mut command = Command::new(common::mcpgraph());
+    command
+        .args(args)
+        .current_dir(common::root())
+        .env("MCPGRAPH_MOCK", mock())
+        .envs(env.iter().copied());
+    command
 }
 
 impl Server {
@@ -69,106 +60,18 @@ impl Server {
 
     /// [`Server::start`] of `mcpgraph ARGS`, the subcommand (or `-g`) included.
     fn start_command(args: &[&str], env: &[(&str, &str)]) -> Server {
-        let mut server = Server::spawn_command(args, env);
-        let mut port = None;
-        wait_until("the server's address line", || {
-            port = server.lines().iter().find_map(|line| {
-                let rest = line.strip_prefix("mcpgraph: serving ")?;
-                let (_, address) = rest.split_once(" at http://127.0.0.1:")?;
-                address.split_once("/mcp")?.0.parse().ok()
-            });
-            if port.is_none()
-                && let Ok(Some(status)) = server.child.try_wait()
-            {
-                panic!("serve exited ({status}) before serving:\n{}", server.text());
-            }
-            port.is_some()
-        });
-        server.port = port.unwrap_or_default();
-        server
+        Server::start_with(mcpgraph_command(args, env))
     }
 
     /// Starts `mcpgraph serve ARGS` without waiting for anything.
     fn spawn(args: &[&str], env: &[(&str, &str)]) -> Server {
         let args: Vec<&str> = ["serve"].iter().chain(args).copied().collect();
-        Server::spawn_command(&args, env)
-    }
-
-    fn spawn_command(args: &[&str], env: &[(&str, &str)]) -> Server {
-        let mut command = Command::new(common::mcpgraph());
-        command
-            .args(args)
-            .current_dir(common::root())
-            .env("MCPGRAPH_MOCK", mock())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        for (name, value) in env {
-            command.env(name, value);
-        }
-        let mut child = command.spawn().expect("mcpgraph starts");
-        let stderr = Arc::new(Mutex::new(Vec::new()));
-        let pipe = child.stderr.take().expect("piped stderr");
-        let lines = stderr.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(pipe).lines() {
-                let Ok(line) = line else { break };
-                lines.lock().unwrap().push(line);
-            }
-        });
-        Server {
-            child,
-            stderr,
-            port: 0,
-        }
-    }
-
-    fn lines(&self) -> Vec<String> {
-        self.stderr.lock().unwrap().clone()
-    }
-
-    fn text(&self) -> String {
-        self.lines().join("\n")
-    }
-
-    fn url(&self) -> String {
-        format!("http://127.0.0.1:{}/mcp", self.port)
-    }
-
-    /// The process's exit status, once it exits within `limit`.
-    fn wait_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
-        let deadline = Instant::now() + limit;
-        loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return Some(status);
-            }
-            if Instant::now() >= deadline {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn terminate(&self) {
-        let status = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .expect("kill runs");
-        assert!(status.success(), "kill -TERM failed");
+        Server::spawn_with(mcpgraph_command(&args, env))
     }
 
     /// `/metrics`' body (without a token).
     fn metrics(&self) -> String {
-        let response = get(self.port, "/metrics", &[]);
-        assert_eq!(response.status, 200, "{response:?}");
-        response.body
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.metrics_with(&[])
     }
 }
 

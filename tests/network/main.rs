@@ -12,5 +12,6 @@ mod http;
 mod https_downstream;
 mod real_clients;
 mod scale_out;
+mod served;
 mod studio;
 mod studio_browser;

@@ -9,14 +9,10 @@
 use crate::common;
 
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
-/// How long anything a test waits for may take before the test fails.
-const DEADLINE: Duration = Duration::from_secs(10);
+use crate::served::{Server, wait_until};
 
 /// The clients tests/support/ts_client.mjs drives, and the revision each negotiates with
 /// mcpgraph: the 1.x SDK speaks only the 2025 revisions; the v2 client speaks both, the 2025
@@ -53,104 +49,23 @@ fn temp_dir(name: &str) -> PathBuf {
     dir.canonicalize().expect("the temporary directory")
 }
 
-/// Polls `ready` until it is true; fails the test with `what` after [`DEADLINE`].
-fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {
-    let deadline = Instant::now() + DEADLINE;
-    while !ready() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+/// `mcpgraph serve GRAPH --http 127.0.0.1:0 FLAGS` in `cwd` with `env` added, once it serves.
+fn serve(graph: &str, flags: &[&str], cwd: &Path, env: &[(&str, &str)]) -> Server {
+    let mut command = Command::new(common::mcpgraph());
+    command
+        .arg("serve")
+        .arg(graph)
+        .args(["--http", "127.0.0.1:0"])
+        .args(flags)
+        .current_dir(cwd)
+        .envs(env.iter().copied());
+    Server::start_with(command)
 }
 
-/// A `mcpgraph serve GRAPH --http 127.0.0.1:0` process; killed when dropped, so a failing test
-/// leaves nothing running.
-struct Server {
-    child: Child,
-    /// Every line written to stderr so far.
-    stderr: Arc<Mutex<Vec<String>>>,
-    port: u16,
-}
-
-impl Server {
-    /// Starts `mcpgraph serve GRAPH --http 127.0.0.1:0 FLAGS` in `cwd` with `env` added, and
-    /// waits for the line naming the address.
-    fn start(graph: &str, flags: &[&str], cwd: &Path, env: &[(&str, &str)]) -> Server {
-        let mut child = Command::new(common::mcpgraph())
-            .arg("serve")
-            .arg(graph)
-            .args(["--http", "127.0.0.1:0"])
-            .args(flags)
-            .current_dir(cwd)
-            .envs(env.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("mcpgraph starts");
-        let stderr = Arc::new(Mutex::new(Vec::new()));
-        let pipe = child.stderr.take().expect("piped stderr");
-        let lines = stderr.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(pipe).lines() {
-                let Ok(line) = line else { break };
-                lines.lock().unwrap().push(line);
-            }
-        });
-        let mut server = Server {
-            child,
-            stderr,
-            port: 0,
-        };
-        let mut port = None;
-        wait_until("the server's address line", || {
-            port = server.lines().iter().find_map(|line| {
-                let rest = line.strip_prefix("mcpgraph: serving ")?;
-                let (_, address) = rest.split_once(" at http://127.0.0.1:")?;
-                address.split_once("/mcp")?.0.parse().ok()
-            });
-            if port.is_none()
-                && let Ok(Some(status)) = server.child.try_wait()
-            {
-                panic!(
-                    "serve exited ({status}) before serving:\n{}",
-                    server.lines().join("\n")
-                );
-            }
-            port.is_some()
-        });
-        server.port = port.unwrap_or_default();
-        server
-    }
-
-    fn lines(&self) -> Vec<String> {
-        self.stderr.lock().unwrap().clone()
-    }
-
-    fn url(&self) -> String {
-        format!("http://127.0.0.1:{}/mcp", self.port)
-    }
-
-    /// `/metrics`' body, read with the tests' bearer token.
-    fn metrics(&self) -> String {
-        let bearer = format!("Bearer {TOKEN}");
-        let response = common::raw_http::request(
-            self.port,
-            "GET",
-            "/metrics",
-            &[("Authorization", &bearer)],
-            "",
-            DEADLINE,
-        );
-        assert_eq!(response.status, 200, "{response:?}");
-        response.body
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// `/metrics`' body, read with the tests' bearer token.
+fn metrics(server: &Server) -> String {
+    let bearer = format!("Bearer {TOKEN}");
+    server.metrics_with(&[("Authorization", &bearer)])
 }
 
 /// The value of the metric line `series` (name and labels exactly as rendered), if present.
@@ -220,7 +135,7 @@ fn sum_to_100(client: &str, protocol: &str, url: &str) -> Value {
 
 #[test]
 fn typescript_clients_over_stateless_http() {
-    let server = Server::start(&example("loop.yaml"), &[], &common::root(), &[]);
+    let server = serve(&example("loop.yaml"), &[], &common::root(), &[]);
     for (client, protocol) in CLIENTS {
         let report = sum_to_100(client, protocol, &server.url());
         assert_eq!(report["session"], Value::Null, "{report}");
@@ -230,7 +145,7 @@ fn typescript_clients_over_stateless_http() {
 /// With `--sessions` the 2025-era clients get a session; 2026-07-28 requests stay stateless.
 #[test]
 fn typescript_clients_over_http_with_sessions() {
-    let server = Server::start(&example("loop.yaml"), &["--sessions"], &common::root(), &[]);
+    let server = serve(&example("loop.yaml"), &["--sessions"], &common::root(), &[]);
     for (client, protocol) in CLIENTS {
         let report = sum_to_100(client, protocol, &server.url());
         if protocol == "2026-07-28" {
@@ -255,7 +170,7 @@ fn cancel_over_http(client: &str, flags: &[&str]) {
     let graph = common::root().join("tests/http/http.yaml");
     let mut all = vec!["--auth-token-env", "MCPGRAPH_HTTP_TEST_TOKEN"];
     all.extend_from_slice(flags);
-    let server = Server::start(
+    let server = serve(
         &graph.to_string_lossy(),
         &all,
         &common::root(),
@@ -281,7 +196,7 @@ fn cancel_over_http(client: &str, flags: &[&str]) {
         server.lines().join("\n")
     );
     wait_until("the call to be counted cancelled", || {
-        let text = server.metrics();
+        let text = metrics(&server);
         metric(
             &text,
             "mcpgraph_call_failures_total{tool=\"nap\",kind=\"cancelled\"}",
@@ -320,7 +235,7 @@ fn ask_over_http(client: &str, flags: &[&str], expected: Value) {
     let path = dir.join("note.txt");
     let path = path.to_string_lossy();
     // In tests/support, npx finds the filesystem server scripts/test-setup installed.
-    let server = Server::start(
+    let server = serve(
         &example("confirm_ask.yaml"),
         flags,
         &support(),
@@ -380,7 +295,7 @@ fn a_2025_client_without_a_session_is_not_asked() {
 /// its package.json only from there (see tests/serve/real_clients.rs).
 #[test]
 fn the_inspector_cli_calls_over_http() {
-    let server = Server::start(&example("loop.yaml"), &[], &common::root(), &[]);
+    let server = serve(&example("loop.yaml"), &[], &common::root(), &[]);
     let package = support().join("node_modules/@modelcontextprotocol/inspector-cli");
     let bin = support().join("node_modules/.bin/mcp-inspector-cli");
     assert!(
