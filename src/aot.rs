@@ -112,13 +112,32 @@ pub fn binary_name(graph: &Graph) -> String {
     }
 }
 
-/// Writes the crate for `graph` into `dir`.
+/// What of a graph compiled to Rust, for the person building it: the counts, then each
+/// expression that stays interpreted, where it is and why.
+pub fn native_report(emitted: &mcpgraph_compiler::native::Emitted) -> String {
+    let compiled = emitted.compiled.len();
+    let all = compiled + emitted.fell_back.len();
+    let rules = emitted.rules_compiled + emitted.rules_fell_back;
+    let mut out = format!(
+        "compiled to Rust: {compiled} of {all} expressions, {} of {rules} switch rules\n",
+        emitted.rules_compiled
+    );
+    for (source, why, places) in &emitted.fell_back {
+        let source = source.split_whitespace().collect::<Vec<_>>().join(" ");
+        for place in places {
+            out.push_str(&format!("  interpreted: {place}: `{source}` ({why})\n"));
+        }
+    }
+    out
+}
+
+/// Writes the crate for `graph` into `dir`; what of the graph compiled to Rust comes back.
 pub fn emit(
     graph: &Graph,
     dir: &Path,
     vendor_at: &VendorAt,
     regenerate: &str,
-) -> std::io::Result<()> {
+) -> std::io::Result<mcpgraph_compiler::native::Emitted> {
     std::fs::create_dir_all(dir.join("src"))?;
     let vendor = match vendor_at {
         VendorAt::Inside => dir.join("vendor"),
@@ -145,8 +164,11 @@ pub fn emit(
         &dir.join("src/server.rs"),
         &codegen::server_module(graph, regenerate),
     )?;
+    let (native, emitted) = codegen::native_module(graph, regenerate);
+    write_if_changed(&dir.join("src/native.rs"), &native)?;
     let json = serde_json::to_string_pretty(graph).map_err(std::io::Error::other)?;
-    write_if_changed(&dir.join("src/graph.json"), &json)
+    write_if_changed(&dir.join("src/graph.json"), &json)?;
+    Ok(emitted)
 }
 
 /// The generated crate's manifest: its one binary `bin` over the vendored runtime.

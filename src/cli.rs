@@ -601,7 +601,8 @@ fn emit(args: EmitArgs) -> ExitCode {
     };
     let regenerate = regenerate_command(&args.common, "emit", &args.out);
     match aot::emit(&graph, &args.out, &aot::VendorAt::Inside, &regenerate) {
-        Ok(()) => {
+        Ok(emitted) => {
+            eprint!("{}", aot::native_report(&emitted));
             eprintln!(
                 "wrote the crate of {} to {} (build it with `cargo build --release --locked`)",
                 graph.source_name,

@@ -67,6 +67,9 @@ pub fn server_module(graph: &Graph, regenerate: &str) -> String {
         graph.source_name
     );
     let tokens = quote! {
+        #[path = "native.rs"]
+        mod native;
+
         #[doc = #source]
         pub const GRAPH: &str = include_str!("graph.json");
 
@@ -76,12 +79,27 @@ pub fn server_module(graph: &Graph, regenerate: &str) -> String {
         #(#tools)*
 
         /// Serves the graph over stdio until stdin closes or a signal arrives (after checking
-        /// that the embedded graph offers exactly `TOOLS`).
+        /// that the embedded graph offers exactly `TOOLS`), its expressions compiled to Rust
+        /// (`native.rs`).
         pub fn main() -> ::std::process::ExitCode {
-            ::mcpgraph_runtime::__private::main(GRAPH, TOOLS)
+            ::mcpgraph_runtime::__private::main_native(GRAPH, TOOLS, ::std::option::Option::Some(&native::NATIVES))
         }
     };
     render(tokens, &graph.source_name, regenerate)
+}
+
+/// The generated native module (`src/native.rs` of an emitted crate): every expression and
+/// rule of the graph compiled to Rust, with what compiled and what stays interpreted.
+pub fn native_module(graph: &Graph, regenerate: &str) -> (String, crate::native::Emitted) {
+    let emitted = crate::native::emit(graph);
+    let items = &emitted.items;
+    let tokens = quote! {
+        //! The expressions and switch rules of the graph compiled to Rust: one function each,
+        //! its source in its doc comment. Anything not here is interpreted.
+        #![allow(unused_variables, unused_braces, unreachable_code, clippy::all)]
+        #items
+    };
+    (render(tokens, &graph.source_name, regenerate), emitted)
 }
 
 /// `prettyplease` output with the header naming the source and the regeneration command.
@@ -116,12 +134,25 @@ pub fn graph_items(graph: &Graph, graph_json: &str, tracked_path: &str) -> Token
         " The graph of `{}`, checked at compile time.",
         graph.source_name
     );
-    let api = typed_api(&outline, &doc, graph_json);
+    let natives = crate::native::emit(graph).items;
+    let api = typed_api(
+        &outline,
+        &doc,
+        graph_json,
+        quote!(::std::option::Option::Some(&__mcpg_native::NATIVES)),
+    );
     quote! {
         // Cargo rebuilds when the graph file changes.
         const _: &[u8] = include_bytes!(#tracked_path);
 
         #api
+
+        /// The graph's expressions and switch rules compiled to Rust.
+        #[doc(hidden)]
+        #[allow(unused_variables, unused_braces, unreachable_code, clippy::all)]
+        mod __mcpg_native {
+            #natives
+        }
     }
 }
 
@@ -134,6 +165,7 @@ pub fn graph_error(message: &str, tools: &[ToolOutline]) -> TokenStream {
         tools,
         " The graph, which does not check: see the compile error.",
         "",
+        quote!(::std::option::Option::None),
     );
     quote! {
         ::std::compile_error!(#message);
@@ -157,7 +189,12 @@ pub struct ToolOutline {
 /// The part of `graph!`'s items that differs from graph to graph: per tool its input and output
 /// structs and its method on `GraphTools`, which holds the IR `Graph::new` loads, and `Graph`,
 /// the runtime's `EmbeddedGraph` over those tools.
-fn typed_api(tools: &[ToolOutline], graph_doc: &str, graph_json: &str) -> TokenStream {
+fn typed_api(
+    tools: &[ToolOutline],
+    graph_doc: &str,
+    graph_json: &str,
+    natives: TokenStream,
+) -> TokenStream {
     let (items, methods) = typed_tools(tools);
     quote! {
         #(#items)*
@@ -173,6 +210,7 @@ fn typed_api(tools: &[ToolOutline], graph_doc: &str, graph_json: &str) -> TokenS
 
         impl ::mcpgraph_runtime::__private::TypedTools for GraphTools {
             const IR: &'static str = #graph_json;
+            const NATIVES: ::std::option::Option<&'static ::mcpgraph_runtime::__private::native::Natives> = #natives;
 
             fn from_handle(__mcpg_handle: ::mcpgraph_runtime::__private::GraphHandle) -> Self {
                 Self { __mcpg_handle }

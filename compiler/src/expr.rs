@@ -6,6 +6,8 @@
 
 use crate::diagnostics::Span;
 use jsonata_core::ast::AstNode;
+use jsonata_core::evaluator::EvaluatorError;
+use jsonata_core::value::JValue;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -29,6 +31,46 @@ pub fn names_a_node(function: &str) -> bool {
 pub struct Expr {
     pub source: String,
     pub ast: Arc<AstNode>,
+    /// The expression compiled to Rust, when a generated module (`build --native`, `graph!`)
+    /// has it: set by the runtime when it loads the graph, never part of the IR's text.
+    #[serde(skip)]
+    pub native: Option<NativeFn>,
+}
+
+/// What compiled expressions call back: the `$name` variables bound for the evaluation, and the
+/// functions the runtime registers (the history functions, the fused built-ins of
+/// [`crate::fuse`]). Implemented by the runtime's evaluator.
+pub trait NativeHost {
+    /// A bound `$name`; undefined when nothing is bound to it.
+    fn var(&self, name: &str) -> JValue;
+    /// A function the runtime registers, called with its evaluated arguments.
+    fn call(&mut self, name: &str, args: &[JValue]) -> Result<JValue, EvaluatorError>;
+    /// A built-in function called with its evaluated arguments over `data`, as jsonata-core
+    /// calls it (its argument checks, coercions and errors included).
+    fn builtin(
+        &mut self,
+        name: &str,
+        args: Vec<JValue>,
+        data: &JValue,
+    ) -> Result<JValue, EvaluatorError>;
+}
+
+/// An expression compiled to Rust: its value against `data` (the whole expression's input),
+/// exactly as the interpreter gives it.
+pub type NativeFn = fn(&mut dyn NativeHost, &JValue) -> Result<JValue, EvaluatorError>;
+
+/// A JSON Logic rule compiled to Rust, with its graph-level vars evaluated through the host.
+pub type NativeRuleFn = fn(&mut dyn NativeHost, &JValue) -> Result<JValue, RuleFailure>;
+
+/// Why a compiled rule failed: json-logic-js's own failure in its words, or a graph-level
+/// `var` whose JSONata failed (with that expression's source).
+#[derive(Debug)]
+pub enum RuleFailure {
+    Rule(String),
+    Var {
+        error: EvaluatorError,
+        source: &'static str,
+    },
 }
 
 impl Expr {
@@ -39,6 +81,7 @@ impl Expr {
             .map(|ast| Expr {
                 source: source.to_string(),
                 ast: Arc::new(crate::fuse::fuse(ast)),
+                native: None,
             })
             .map_err(|e| readable_parse_error(&e.to_string()))
     }

@@ -19,6 +19,44 @@ pub struct Graph {
     pub tools: Vec<Tool>,
 }
 
+impl Graph {
+    /// Every JSONata expression of the graph (transforms, arguments, map items, questions, the
+    /// graph-level vars of switch rules), in source order, to be changed in place.
+    pub fn for_each_expr_mut(&mut self, f: &mut dyn FnMut(&mut Expr)) {
+        for node in self.tools.iter_mut().flat_map(|t| t.nodes.iter_mut()) {
+            match &mut node.kind {
+                NodeKind::Entry | NodeKind::Exit => {}
+                NodeKind::Transform(expr) => f(expr),
+                NodeKind::Mcp(call) => call.args.for_each_expr_mut(f),
+                NodeKind::Switch { conditions } => {
+                    for rule in conditions.iter_mut().filter_map(|c| c.rule.as_mut()) {
+                        rule.for_each_var_mut(f);
+                    }
+                }
+                NodeKind::Map { items, call, .. } => {
+                    f(items);
+                    call.args.for_each_expr_mut(f);
+                }
+                NodeKind::Parallel { branches, .. } => {
+                    for branch in branches {
+                        branch.call.args.for_each_expr_mut(f);
+                    }
+                }
+                NodeKind::Ask { message, .. } => f(message),
+            }
+        }
+    }
+
+    /// Every switch condition of the graph, in source order, to be changed in place.
+    pub fn for_each_condition_mut(&mut self, f: &mut dyn FnMut(&mut Condition)) {
+        for node in self.tools.iter_mut().flat_map(|t| t.nodes.iter_mut()) {
+            if let NodeKind::Switch { conditions } = &mut node.kind {
+                conditions.iter_mut().for_each(&mut *f);
+            }
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ServerInfo {
     pub name: String,
@@ -462,6 +500,10 @@ pub struct Condition {
     /// `None`: a rule-less condition, taken when reached (0.1.23 default).
     pub rule: Option<Rule>,
     pub target: NodeId,
+    /// The rule compiled to Rust, when a generated module has it (set by the runtime, never
+    /// part of the IR's text).
+    #[serde(skip)]
+    pub native: Option<crate::expr::NativeRuleFn>,
 }
 
 /// The arguments of an `mcp` node: literal JSON with JSONata holes.
@@ -471,6 +513,18 @@ pub enum Template {
     Expr(Expr),
     Object(Vec<(String, Template)>),
     Array(Vec<Template>),
+}
+
+impl Template {
+    /// Every expression of the template, in order, to be changed in place.
+    pub fn for_each_expr_mut(&mut self, f: &mut dyn FnMut(&mut Expr)) {
+        match self {
+            Template::Literal(_) => {}
+            Template::Expr(expr) => f(expr),
+            Template::Object(pairs) => pairs.iter_mut().for_each(|(_, t)| t.for_each_expr_mut(f)),
+            Template::Array(items) => items.iter_mut().for_each(|t| t.for_each_expr_mut(f)),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -509,15 +563,18 @@ mod tests {
                     Condition {
                         rule: Some(Rule::Literal(Value::Bool(true))),
                         target: NodeId(3),
+                        native: None,
                     },
                     // A rule-less condition keeps its place and its index.
                     Condition {
                         rule: None,
                         target: NodeId(3),
+                        native: None,
                     },
                     Condition {
                         rule: Some(Rule::Literal(Value::Bool(false))),
                         target: NodeId(1),
+                        native: None,
                     },
                 ],
             },
@@ -542,6 +599,7 @@ mod tests {
                 conditions: vec![Condition {
                     rule: None,
                     target: NodeId(5),
+                    native: None,
                 }],
             },
             None,

@@ -19,6 +19,8 @@ pub mod lock;
 pub mod logic;
 #[cfg(feature = "codegen")]
 pub mod names;
+#[cfg(feature = "codegen")]
+pub mod native;
 pub mod project;
 pub mod render;
 pub mod types;

@@ -296,6 +296,17 @@ impl Rule {
         }
     }
 
+    /// Every graph-level JSONata var in the rule, to be changed in place.
+    pub fn for_each_var_mut(&mut self, f: &mut dyn FnMut(&mut Expr)) {
+        match self {
+            Rule::Jsonata(e) => f(e),
+            Rule::Array(items) | Rule::Op { args: items, .. } => {
+                items.iter_mut().for_each(|r| r.for_each_var_mut(f))
+            }
+            Rule::Literal(_) | Rule::Unknown(_) => {}
+        }
+    }
+
     /// Every graph-level JSONata var in the rule.
     pub fn jsonata_vars(&self, out: &mut Vec<Expr>) {
         match self {
@@ -306,4 +317,10 @@ impl Rule {
             Rule::Literal(_) | Rule::Unknown(_) => {}
         }
     }
+}
+
+/// The text a rule is known by in a generated module's table of compiled rules: two rules with
+/// one key evaluate alike.
+pub fn rule_key(rule: &Rule) -> String {
+    rule.to_json().to_string()
 }

@@ -79,3 +79,133 @@ fn outline(file: &SourceFile) -> Vec<ToolOutline> {
         })
         .collect()
 }
+
+mod corpus;
+
+/// For mcpgraph's own differential tests, not an API: `__differential_corpus!("root")` (the
+/// repository's root, relative to the crate's `Cargo.toml`) expands to `CASES`, every
+/// expression of the corpora as a `Case` (`mcpgraph_runtime::__private::native::Case`) with
+/// its compiled function where it compiles: the JSONata suite's cases with their inputs, every
+/// expression of the graphs of the examples, benchmarks and conformance corpora, and
+/// generated expressions in the compiled subset. The shared corpus is `$MCPGRAPH_SHARED`, else
+/// `<root>/../shared`.
+#[doc(hidden)]
+#[proc_macro]
+pub fn __differential_corpus(input: TokenStream) -> TokenStream {
+    match differential_corpus(input) {
+        Ok(tokens) => tokens.into(),
+        Err(message) => quote::quote!(::std::compile_error!(#message);).into(),
+    }
+}
+
+/// How many expressions the property test generates, and from which seed.
+const GENERATED: (u64, usize) = (0x6d63_7067_7261_7068, 1500);
+
+fn differential_corpus(input: TokenStream) -> Result<proc_macro2::TokenStream, String> {
+    use mcpgraph_compiler::native;
+    use quote::{format_ident, quote};
+    let literal = syn::parse::<syn::LitStr>(input).map_err(|e| e.to_string())?;
+    let base = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".into());
+    let root = std::path::Path::new(&base).join(literal.value());
+    let shared = std::env::var_os("MCPGRAPH_SHARED")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| root.join("../shared"));
+    struct Found {
+        origin: String,
+        source: String,
+        data: Option<String>,
+        bindings: String,
+    }
+    let mut found: Vec<Found> = Vec::new();
+    for case in corpus::jsonata_suite(&shared.join("conformance/jsonata"))? {
+        found.push(Found {
+            origin: format!("suite {}", case.name),
+            source: case.expr,
+            data: case.data.map(|d| d.to_string()),
+            bindings: serde_json::Value::Object(case.bindings).to_string(),
+        });
+    }
+    let mut graphs = Vec::new();
+    for dir in [
+        root.join("examples"),
+        root.join("bench/graphs"),
+        root.join("tests/conformance"),
+        shared.join("conformance/graphs"),
+    ] {
+        let mut files: Vec<_> = std::fs::read_dir(&dir)
+            .map_err(|e| format!("{}: {e}", dir.display()))?
+            .filter_map(|entry| entry.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+            .collect();
+        files.sort();
+        graphs.extend(files);
+    }
+    for path in graphs {
+        let Ok(sources) = Project::named(&path, path.display().to_string()).read() else {
+            continue;
+        };
+        let Some(mut graph) = sources.compile().graph else {
+            continue;
+        };
+        graph.for_each_expr_mut(&mut |expr| {
+            found.push(Found {
+                origin: format!("graph {}", path.display()),
+                source: expr.source.clone(),
+                data: None,
+                bindings: "{}".to_string(),
+            })
+        });
+    }
+    let (seed, count) = GENERATED;
+    for (i, source) in corpus::generate(seed, count).into_iter().enumerate() {
+        found.push(Found {
+            origin: format!("generated #{i}"),
+            source,
+            data: None,
+            bindings: "{}".to_string(),
+        });
+    }
+    let mut functions = Vec::new();
+    let mut cases = Vec::new();
+    let mut names: std::collections::HashMap<String, proc_macro2::Ident> = Default::default();
+    for case in &found {
+        let compiled = match mcpgraph_compiler::expr::Expr::parse(&case.source) {
+            Ok(expr) => native::function(&expr.ast),
+            Err(e) => Err(native::Unsupported(format!("does not parse: {e}"))),
+        };
+        let (native, why) = match compiled {
+            Ok(body) => {
+                let name = names.entry(case.source.clone()).or_insert_with(|| {
+                    let name = format_ident!("e{}", functions.len());
+                    functions.push(native::function_item(&name, &[], body));
+                    name
+                });
+                (quote!(::std::option::Option::Some(#name)), String::new())
+            }
+            Err(native::Unsupported(why)) => (quote!(::std::option::Option::None), why),
+        };
+        let (origin, source, bindings) = (&case.origin, &case.source, &case.bindings);
+        let data = match &case.data {
+            Some(d) => quote!(::std::option::Option::Some(#d)),
+            None => quote!(::std::option::Option::None),
+        };
+        cases.push(quote! {
+            rt::Case { origin: #origin, source: #source, native: #native, why: #why, data: #data, bindings: #bindings }
+        });
+    }
+    let inputs: Vec<String> = corpus::inputs(seed, 40)
+        .into_iter()
+        .map(|v| v.to_string())
+        .collect();
+    Ok(quote! {
+        #[allow(unused_variables, unused_braces, unreachable_code, clippy::all)]
+        pub mod corpus {
+            use ::mcpgraph_runtime::__private::native as rt;
+            /// Every expression of the corpora.
+            pub const CASES: &[rt::Case] = &[#(#cases),*];
+            /// Inputs for the expressions without their own.
+            pub const INPUTS: &[&str] = &[#(#inputs),*];
+            #(#functions)*
+        }
+    })
+}

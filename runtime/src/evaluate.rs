@@ -41,6 +41,11 @@ impl EvaluateError {
 /// An evaluator whose history functions read `history` (`(nodeId, output)` records, oldest
 /// first), as a node that ran after them would.
 fn evaluator(history: &[(String, Value)]) -> Jsonata {
+    evaluator_with(history, &[])
+}
+
+/// [`evaluator`] with `$name` variables bound.
+fn evaluator_with(history: &[(String, Value)], bindings: &[(String, Value)]) -> Jsonata {
     let mut names: HashMap<String, NodeId> = HashMap::new();
     for (id, _) in history {
         let next = NodeId(names.len() as u32);
@@ -62,6 +67,10 @@ fn evaluator(history: &[(String, Value)]) -> Jsonata {
     let shared = Rc::new(RefCell::new(records));
     let settings = Settings {
         timeout_ms: Some(EVALUATION_LIMIT_MS),
+        bindings: bindings
+            .iter()
+            .map(|(name, value)| (name.clone(), to_jvalue(value)))
+            .collect(),
         ..Settings::default()
     };
     Jsonata::new(Some(&shared), settings)
@@ -227,4 +236,26 @@ pub async fn call_tool_once(
         .map(|v| to_json(&v));
     downstream.shutdown().await;
     outcome
+}
+
+/// One answer of [`both_ways`].
+pub type Evaluated = Result<JValue, crate::jsonata::EvalError>;
+
+/// `source` evaluated against `data` twice, by the interpreter and by its compiled `native`
+/// function, each with `bindings` bound and the history functions over `history`: the
+/// differential tests' two answers, interpreted first.
+#[doc(hidden)]
+pub fn both_ways(
+    source: &str,
+    native: mcpgraph_compiler::expr::NativeFn,
+    data: Option<&Value>,
+    bindings: &[(String, Value)],
+    history: &[(String, Value)],
+) -> Result<(Evaluated, Evaluated), String> {
+    let interpreted = Expr::parse(source)?;
+    let mut compiled = interpreted.clone();
+    compiled.native = Some(native);
+    let data = data.map_or(JValue::Undefined, to_jvalue);
+    let run = |expr: &Expr| evaluator_with(history, bindings).eval(expr, &data);
+    Ok((run(&interpreted), run(&compiled)))
 }

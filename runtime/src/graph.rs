@@ -38,6 +38,9 @@ pub trait TypedTools: Sized {
     /// The checked graph, serialized as the runtime reads it.
     const IR: &'static str;
 
+    /// Its expressions and rules compiled to Rust (`None`: all interpreted).
+    const NATIVES: Option<&'static crate::native::Natives> = None;
+
     /// The tools of a loaded graph.
     fn from_handle(handle: GraphHandle) -> Self;
 
@@ -61,7 +64,7 @@ impl<Tools: TypedTools> EmbeddedGraph<Tools> {
     /// Calls run inside a multi-threaded tokio runtime, where downstream servers are
     /// started on first use.
     pub fn new() -> Result<Self, String> {
-        GraphHandle::load(Self::IR).map(embedded)
+        GraphHandle::load(Self::IR, Tools::NATIVES).map(embedded)
     }
 
     /// Answers the graph's `ask` nodes with `answer` (without it they fail with kind
@@ -164,8 +167,14 @@ impl GraphHandle {
     }
 
     /// The graph of `ir` (the JSON `graph!` embedded), with no one to answer its `ask` nodes.
-    fn load(ir: &str) -> Result<GraphHandle, String> {
-        let graph: Graph = serde_json::from_str(ir).map_err(|e| e.to_string())?;
+    fn load(
+        ir: &str,
+        natives: Option<&'static crate::native::Natives>,
+    ) -> Result<GraphHandle, String> {
+        let mut graph: Graph = serde_json::from_str(ir).map_err(|e| e.to_string())?;
+        if let Some(natives) = natives {
+            crate::native::attach(&mut graph, natives);
+        }
         let engine = Engine::load(graph).map_err(|e| e.to_string())?;
         Ok(GraphHandle {
             engine: Arc::new(engine),
@@ -234,7 +243,7 @@ tools:
             mcpgraph_compiler::compile(&mcpgraph_compiler::SourceFile::new("t.yaml", ASKING), None);
         let graph = checked.graph.expect("the graph checks");
         let ir = serde_json::to_string(&graph).expect("the graph serializes");
-        embedded(GraphHandle::load(&ir).expect("the graph loads"))
+        embedded(GraphHandle::load(&ir, None).expect("the graph loads"))
     }
 
     /// A typed method is reached through the graph, and its `ask` node is answered by the

@@ -139,48 +139,47 @@ pub type HostFunction = Box<dyn Fn(&[JValue]) -> Result<JValue, EvaluatorError>>
 
 /// The names and implementations of the history functions, for registration with an evaluator.
 pub fn functions(history: &SharedHistory) -> Vec<(&'static str, HostFunction)> {
-    let h1 = history.clone();
-    let h2 = history.clone();
-    let h3 = history.clone();
-    let h4 = history.clone();
-    vec![
-        (
-            "previousNode",
-            Box::new(move |args: &[JValue]| {
-                let k = match args.first() {
-                    None | Some(JValue::Undefined) => 1.0,
-                    Some(JValue::Number(k)) => *k,
-                    Some(_) => return Err(signature_error(1, "previousNode")),
-                };
-                Ok(h1.borrow().previous_node(k))
-            }),
-        ),
-        (
-            "executionCount",
-            Box::new(move |args: &[JValue]| {
-                let name = string_arg(args, 0, "executionCount")?;
-                Ok(JValue::Number(h2.borrow().execution_count(name) as f64))
-            }),
-        ),
-        (
-            "nodeExecution",
-            Box::new(move |args: &[JValue]| {
-                let name = string_arg(args, 0, "nodeExecution")?;
-                let k = match args.get(1) {
-                    Some(JValue::Number(k)) => *k,
-                    _ => return Err(signature_error(2, "nodeExecution")),
-                };
-                Ok(h3.borrow().node_execution(name, k))
-            }),
-        ),
-        (
-            "nodeExecutions",
-            Box::new(move |args: &[JValue]| {
-                let name = string_arg(args, 0, "nodeExecutions")?;
-                Ok(h4.borrow().node_executions(name))
-            }),
-        ),
-    ]
+    mcpgraph_compiler::expr::HISTORY_FUNCTIONS
+        .iter()
+        .map(|&name| {
+            let history = history.clone();
+            let function: HostFunction = Box::new(move |args: &[JValue]| {
+                call(&history, name, args).expect("a history function's name")
+            });
+            (name, function)
+        })
+        .collect()
+}
+
+/// The history function `name` over `history`, called with `args`; `None` for another name.
+pub fn call(
+    history: &SharedHistory,
+    name: &str,
+    args: &[JValue],
+) -> Option<Result<JValue, EvaluatorError>> {
+    Some(match name {
+        "previousNode" => {
+            let k = match args.first() {
+                None | Some(JValue::Undefined) => 1.0,
+                Some(JValue::Number(k)) => *k,
+                Some(_) => return Some(Err(signature_error(1, "previousNode"))),
+            };
+            Ok(history.borrow().previous_node(k))
+        }
+        "executionCount" => string_arg(args, 0, "executionCount")
+            .map(|name| JValue::Number(history.borrow().execution_count(name) as f64)),
+        "nodeExecution" => string_arg(args, 0, "nodeExecution").and_then(|name| {
+            let k = match args.get(1) {
+                Some(JValue::Number(k)) => *k,
+                _ => return Err(signature_error(2, "nodeExecution")),
+            };
+            Ok(history.borrow().node_execution(name, k))
+        }),
+        "nodeExecutions" => {
+            string_arg(args, 0, "nodeExecutions").map(|name| history.borrow().node_executions(name))
+        }
+        _ => return None,
+    })
 }
 
 fn string_arg<'a>(

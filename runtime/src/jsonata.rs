@@ -11,6 +11,7 @@ use jsonata_core::evaluator::{
 };
 use jsonata_core::functions::string::build_regex;
 use jsonata_core::value::JValue;
+use mcpgraph_compiler::expr::NativeHost;
 use mcpgraph_compiler::fuse::{
     CONCAT, COUNT_SPLIT, DISTINCT, JOIN_ARG, PAD_WIDTH, REPLACE_ARG, STRING_ARG,
 };
@@ -21,7 +22,11 @@ const MAX_STACK_DEPTH: usize = 10_000;
 const MAX_SEQUENCE_LENGTH: usize = 10_000_000;
 
 pub struct Jsonata {
-    evaluator: Evaluator,
+    /// jsonata-core's evaluator, set up on the first expression that is not compiled: a run
+    /// whose expressions are all compiled (`build --native`) never pays for it.
+    evaluator: Option<Evaluator>,
+    history: Option<SharedHistory>,
+    settings: Settings,
 }
 
 /// How an evaluator is set up.
@@ -84,49 +89,155 @@ impl From<EvalError> for Failure {
 impl Jsonata {
     /// An evaluator for one run, with the history functions over `history`.
     pub fn new(history: Option<&SharedHistory>, settings: Settings) -> Self {
-        let options = EvaluatorOptions {
-            timeout_ms: settings.timeout_ms,
-            cancel: settings.cancel.clone(),
-            max_stack_depth: Some(settings.max_stack_depth.unwrap_or(MAX_STACK_DEPTH)),
-            max_sequence_length: Some(MAX_SEQUENCE_LENGTH),
-        };
-        let mut context = Context::new();
-        for (name, value) in settings.bindings {
-            context.bind(name, value);
+        Jsonata {
+            evaluator: None,
+            history: history.cloned(),
+            settings,
         }
-        let mut evaluator = Evaluator::with_options(context, options);
-        // Not built-ins' names, so registration cannot fail.
-        let _ = evaluator.register_fn(COUNT_SPLIT, count_split);
-        let cap = settings.max_value_bytes.unwrap_or(DEFAULT_MAX_VALUE_BYTES);
-        let _ = evaluator.register_fn(PAD_WIDTH, move |args: &[JValue]| pad_width(args, cap));
-        let _ = evaluator.register_fn(STRING_ARG, move |args: &[JValue]| string_arg(args, cap));
-        let _ = evaluator.register_fn(JOIN_ARG, move |args: &[JValue]| join_arg(args, cap));
-        let _ = evaluator.register_fn(REPLACE_ARG, move |args: &[JValue]| replace_arg(args, cap));
-        let _ = evaluator.register_fn(CONCAT, move |args: &[JValue]| concat(args, cap));
-        let stop = settings.cancel.clone();
-        let _ = evaluator.register_fn(DISTINCT, move |args: &[JValue]| {
-            distinct(args, stop.as_ref())
-        });
-        if let Some(history) = history {
-            for (name, function) in history::functions(history) {
-                // The names are ours and not built-ins, so registration cannot fail.
-                let _ = evaluator.register_fn(name, move |args: &[JValue]| function(args));
-            }
-        }
-        Jsonata { evaluator }
     }
 
-    /// Evaluates `expr` against `data`.
-    pub fn eval(&mut self, expr: &Expr, data: &JValue) -> Result<JValue, EvalError> {
-        self.evaluator.evaluate(&expr.ast, data).map_err(|e| {
-            let text = e.message();
-            EvalError {
-                code: error_code(text).map(str::to_string),
-                message: js_message(message(text)),
-                expression: expr.source.clone(),
-            }
-        })
+    /// jsonata-core's evaluator with the bindings, the guard rails and every host function.
+    fn interpreter(&mut self) -> &mut Evaluator {
+        if self.evaluator.is_none() {
+            self.evaluator = Some(interpreter(self.history.as_ref(), &self.settings));
+        }
+        self.evaluator.as_mut().expect("set above")
     }
+
+    /// Evaluates `expr` against `data`: its compiled function when it has one, else the
+    /// interpreter.
+    pub fn eval(&mut self, expr: &Expr, data: &JValue) -> Result<JValue, EvalError> {
+        let result = match expr.native {
+            Some(native) => native(self, data),
+            None => self.interpreter().evaluate(&expr.ast, data),
+        };
+        result.map_err(|e| eval_error(&e, &expr.source))
+    }
+
+    /// A function the runtime registers, by name (what compiled expressions call).
+    fn host(&self, name: &str, args: &[JValue]) -> HostFnResult {
+        let cap = self
+            .settings
+            .max_value_bytes
+            .unwrap_or(DEFAULT_MAX_VALUE_BYTES);
+        match name {
+            COUNT_SPLIT => count_split(args),
+            PAD_WIDTH => pad_width(args, cap),
+            STRING_ARG => string_arg(args, cap),
+            JOIN_ARG => join_arg(args, cap),
+            REPLACE_ARG => replace_arg(args, cap),
+            CONCAT => concat(args, cap),
+            DISTINCT => distinct(args, self.settings.cancel.as_ref()),
+            _ => match self
+                .history
+                .as_ref()
+                .and_then(|h| history::call(h, name, args))
+            {
+                Some(result) => result,
+                None => Err(EvaluatorError::TypeError(
+                    "T1006: Attempted to invoke a non-function".to_string(),
+                )),
+            },
+        }
+    }
+}
+
+impl NativeHost for Jsonata {
+    fn var(&self, name: &str) -> JValue {
+        // The last binding of a name wins, as `Context::bind` replaces.
+        self.settings
+            .bindings
+            .iter()
+            .rev()
+            .find(|(bound, _)| bound == name)
+            .map_or(JValue::Undefined, |(_, value)| value.clone())
+    }
+
+    fn call(&mut self, name: &str, args: &[JValue]) -> HostFnResult {
+        self.host(name, args)
+    }
+
+    /// jsonata-core's own call of the built-in, its arguments bound as variables: the same
+    /// checks, coercions and errors as when the interpreter evaluates the call.
+    fn builtin(&mut self, name: &str, args: Vec<JValue>, data: &JValue) -> HostFnResult {
+        thread_local! {
+            static CALLS: std::cell::RefCell<std::collections::HashMap<(String, usize), std::rc::Rc<AstNode>>> =
+                Default::default();
+        }
+        let key = (name.to_string(), args.len());
+        let call = CALLS.with(|calls| {
+            if let Some(call) = calls.borrow().get(&key) {
+                return Ok(call.clone());
+            }
+            let params: Vec<String> = (0..args.len())
+                .map(|i| format!("$__mcpgraph_arg{i}"))
+                .collect();
+            let source = format!("${name}({})", params.join(", "));
+            let ast = std::rc::Rc::new(
+                jsonata_core::parser::parse(&source)
+                    .map_err(|e| EvaluatorError::EvaluationError(e.to_string()))?,
+            );
+            calls.borrow_mut().insert(key, ast.clone());
+            Ok::<_, EvaluatorError>(ast)
+        })?;
+        let mut context = Context::new();
+        for (i, value) in args.into_iter().enumerate() {
+            context.bind(format!("__mcpgraph_arg{i}"), value);
+        }
+        let options = EvaluatorOptions {
+            timeout_ms: self.settings.timeout_ms,
+            cancel: self.settings.cancel.clone(),
+            max_stack_depth: Some(self.settings.max_stack_depth.unwrap_or(MAX_STACK_DEPTH)),
+            max_sequence_length: Some(MAX_SEQUENCE_LENGTH),
+        };
+        Evaluator::with_options(context, options).evaluate(&call, data)
+    }
+}
+
+/// An evaluation's failure in the original's terms: its code, its message without the code and
+/// in jsonata-js's words, the expression's source.
+pub fn eval_error(error: &EvaluatorError, source: &str) -> EvalError {
+    let text = error.message();
+    EvalError {
+        code: error_code(text).map(str::to_string),
+        message: js_message(message(text)),
+        expression: source.to_string(),
+    }
+}
+
+/// jsonata-core's evaluator for one run: the bindings, the guard rails, the fused built-ins
+/// and the history functions over `history`.
+fn interpreter(history: Option<&SharedHistory>, settings: &Settings) -> Evaluator {
+    let options = EvaluatorOptions {
+        timeout_ms: settings.timeout_ms,
+        cancel: settings.cancel.clone(),
+        max_stack_depth: Some(settings.max_stack_depth.unwrap_or(MAX_STACK_DEPTH)),
+        max_sequence_length: Some(MAX_SEQUENCE_LENGTH),
+    };
+    let mut context = Context::new();
+    for (name, value) in &settings.bindings {
+        context.bind(name.clone(), value.clone());
+    }
+    let mut evaluator = Evaluator::with_options(context, options);
+    // Not built-ins' names, so registration cannot fail.
+    let _ = evaluator.register_fn(COUNT_SPLIT, count_split);
+    let cap = settings.max_value_bytes.unwrap_or(DEFAULT_MAX_VALUE_BYTES);
+    let _ = evaluator.register_fn(PAD_WIDTH, move |args: &[JValue]| pad_width(args, cap));
+    let _ = evaluator.register_fn(STRING_ARG, move |args: &[JValue]| string_arg(args, cap));
+    let _ = evaluator.register_fn(JOIN_ARG, move |args: &[JValue]| join_arg(args, cap));
+    let _ = evaluator.register_fn(REPLACE_ARG, move |args: &[JValue]| replace_arg(args, cap));
+    let _ = evaluator.register_fn(CONCAT, move |args: &[JValue]| concat(args, cap));
+    let stop = settings.cancel.clone();
+    let _ = evaluator.register_fn(DISTINCT, move |args: &[JValue]| {
+        distinct(args, stop.as_ref())
+    });
+    if let Some(history) = history {
+        for (name, function) in history::functions(history) {
+            // The names are ours and not built-ins, so registration cannot fail.
+            let _ = evaluator.register_fn(name, move |args: &[JValue]| function(args));
+        }
+    }
+    evaluator
 }
 
 /// `$count($split(x, separator))` as fused by [`mcpgraph_compiler::fuse`]: for a string, the
@@ -468,6 +579,7 @@ mod tests {
                     "{source} is fused"
                 );
                 let plain = Expr {
+                    native: None,
                     source: source.clone(),
                     ast: std::sync::Arc::new(jsonata_core::parser::parse(&source).unwrap()),
                 };

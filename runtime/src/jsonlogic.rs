@@ -11,6 +11,7 @@ use crate::jsonata::EvalError;
 use crate::value::to_jvalue;
 use indexmap::IndexMap;
 use jsonata_core::value::JValue;
+use mcpgraph_compiler::expr::RuleFailure;
 use mcpgraph_compiler::ir::Expr;
 use mcpgraph_compiler::logic::{Op, Rule};
 
@@ -63,6 +64,21 @@ impl From<EvalError> for LogicError {
     fn from(error: EvalError) -> LogicError {
         LogicError::Var(error)
     }
+}
+
+/// A rule compiled to Rust (`native::NativeRule`) applied to `data`, its graph-level vars
+/// evaluated by `jsonata`, its failure as [`apply`]'s.
+pub fn native(
+    rule: mcpgraph_compiler::expr::NativeRuleFn,
+    jsonata: &mut crate::jsonata::Jsonata,
+    data: &JValue,
+) -> Result<JValue, LogicError> {
+    rule(jsonata, data).map_err(|failure| match failure {
+        RuleFailure::Rule(message) => LogicError::Rule(message),
+        RuleFailure::Var { error, source } => {
+            LogicError::Var(crate::jsonata::eval_error(&error, source))
+        }
+    })
 }
 
 /// `apply(rule, data)`. Errors carry json-logic-js's message (e.g. `Unrecognized operation x`).
@@ -192,6 +208,12 @@ fn operation(
         .iter()
         .map(|a| apply(a, data, vars))
         .collect::<Result<Vec<_>, _>>()?;
+    eager(op, &values, data)
+}
+
+/// An operator that evaluates all its arguments first, applied to their values over `data`
+/// (what `var` and `missing` read); also what compiled rules call.
+pub fn eager(op: Op, values: &[JValue], data: &JValue) -> Result<JValue, LogicError> {
     let v = |i: usize| values.get(i).cloned().unwrap_or(JValue::Undefined);
     Ok(match op {
         Op::Eq => JValue::Bool(js::loose_eq(&v(0), &v(1))),
@@ -259,7 +281,7 @@ fn operation(
             } else {
                 f64::NEG_INFINITY
             };
-            for x in &values {
+            for x in values {
                 let n = js::to_number(x);
                 if n.is_nan() {
                     acc = f64::NAN;
@@ -275,7 +297,7 @@ fn operation(
         }
         Op::Merge => {
             let mut out = Vec::new();
-            for x in &values {
+            for x in values {
                 match x {
                     JValue::Array(items) => out.extend(items.iter().cloned()),
                     other => out.push(other.clone()),
@@ -284,7 +306,7 @@ fn operation(
             JValue::array(out)
         }
         Op::Var => var(data, &v(0), &v(1)),
-        Op::Missing => missing(data, &values),
+        Op::Missing => missing(data, values),
         Op::MissingSome => {
             let need = js::to_number(&v(0));
             let options = v(1);

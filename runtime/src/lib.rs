@@ -23,6 +23,7 @@ mod line_transport;
 mod lock;
 mod metrics;
 mod mrtr;
+pub mod native;
 mod pool;
 mod program;
 mod serve;
@@ -69,6 +70,7 @@ pub use rmcp;
 /// What the runtime's own tests and the benchmarks reach inside for. Not an API.
 #[doc(hidden)]
 pub mod internals {
+    pub use crate::evaluate::{Evaluated, both_ways};
     pub use crate::history::{History, Record};
     pub use crate::jsonata::{EvalError, Jsonata, Settings, error_code};
     pub use crate::jsonlogic::{NoVars, apply};
@@ -81,7 +83,9 @@ pub mod internals {
 pub mod __private {
     pub use crate::engine::CallError;
     pub use crate::graph::{EmbeddedGraph, GraphHandle, TypedTools};
-    pub use crate::standalone::{main, main_attached};
+    pub use crate::native;
+    pub use crate::standalone::{main, main_attached, main_native};
+    pub use mcpgraph_macros::__differential_corpus as differential_corpus;
     pub use serde;
     pub use serde_json;
 }

@@ -16,7 +16,17 @@ use std::sync::Arc;
 /// Runs a server built by `mcpgraph build --native`: `graph_json` is the embedded IR, `tools`
 /// the tool names the generated module was written for.
 pub fn main(graph_json: &str, tools: &[&str]) -> ExitCode {
-    let graph: Graph = match serde_json::from_str(graph_json) {
+    main_native(graph_json, tools, None)
+}
+
+/// [`main`] with the graph's expressions and rules compiled to Rust (`build --native`), given
+/// to the graph before it is served.
+pub fn main_native(
+    graph_json: &str,
+    tools: &[&str],
+    natives: Option<&'static crate::native::Natives>,
+) -> ExitCode {
+    let mut graph: Graph = match serde_json::from_str(graph_json) {
         Ok(g) => g,
         Err(e) => {
             eprintln!(
@@ -35,6 +45,9 @@ pub fn main(graph_json: &str, tools: &[&str]) -> ExitCode {
             "error: the embedded graph does not match its generated module; regenerate the crate"
         );
         return ExitCode::from(1);
+    }
+    if let Some(natives) = natives {
+        crate::native::attach(&mut graph, natives);
     }
     run(graph)
 }

@@ -182,13 +182,14 @@ pub fn build(graph: &Graph, out: &Path, options: &BuildOptions) -> Result<Built,
         .join(format!("{name}-{:016x}", fnv(&absolute.to_string_lossy())));
     let vendor = options.cache.join("vendor").join(env!("CARGO_PKG_VERSION"));
     let _locked = lock_cache(options)?;
-    emit(
+    let emitted = emit(
         graph,
         &crate_dir,
         &VendorAt::Shared(vendor),
         &options.regenerate,
     )
     .map_err(|e| BuildError::WriteCrate(crate_dir.clone(), e))?;
+    eprint!("{}", super::native_report(&emitted));
     let bytes = cargo_build(&crate_dir, &name, out, options)?;
     Ok(Built {
         path: std::fs::canonicalize(out).unwrap_or_else(|_| out.to_path_buf()),

@@ -26,6 +26,7 @@ impl ToolChecker<'_> {
         Some(Condition {
             rule,
             target: target?,
+            native: None,
         })
     }
 

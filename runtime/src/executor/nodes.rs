@@ -40,7 +40,11 @@ impl Run<'_> {
             let matched = match &condition.rule {
                 None => true,
                 Some(rule) => {
-                    let value = jsonlogic::apply(rule, &context, &mut vars).map_err(|error| {
+                    let value = match condition.native {
+                        Some(native) => jsonlogic::native(native, vars.jsonata, &context),
+                        None => jsonlogic::apply(rule, &context, &mut vars),
+                    };
+                    let value = value.map_err(|error| {
                         let rule_text =
                             serde_json::to_string_pretty(&rule.to_json()).unwrap_or_default();
                         Failure::new(

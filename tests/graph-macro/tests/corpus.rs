@@ -1,6 +1,9 @@
 //! `graph!` programs answer the shared corpus exactly as `mcpgraph serve` does, and the typed
 //! API of the hostile-names fixture has the names the naming rules promise.
 
+#[path = "corpus/differential.rs"]
+mod differential;
+
 use mcpgraph_graph_macro_corpus::hostile_names;
 use std::path::PathBuf;
 use std::process::Command;

@@ -1,0 +1,832 @@
+//! JSONata expressions and JSON Logic rules compiled to Rust, for `build --native` and `graph!`.
+//!
+//! Each expression in the subset graphs use becomes one Rust function over the runtime's
+//! operations (`mcpgraph_runtime::__private::native`), which have jsonata-core's semantics
+//! exactly; the source expression is in its doc comment. The subset: literals, `$`, bound
+//! variables, paths of field steps without stages (from `$`, a field, a variable or a call),
+//! object constructors with literal keys, array constructors, arithmetic, `&`, comparisons,
+//! `and`/`or`, conditionals, `??`, unary minus, blocks, and calls of the history functions and
+//! of the runtime's fused built-ins. Anything else stays interpreted, for that expression alone:
+//! [`Emitted::fell_back`] says which and why.
+//!
+//! A JSON Logic rule compiles when each of its graph-level vars did and it uses no iterator
+//! operator (`map`, `filter`, `reduce`, `all`, `some`, `none`), whose bodies read per-item data.
+
+use crate::expr::HISTORY_FUNCTIONS;
+use crate::fuse::HOST_FUNCTIONS;
+use crate::ir::{Graph, NodeKind, Template};
+use crate::logic::{Op, Rule, rule_key};
+use jsonata_core::ast::{AstNode, BinaryOp, PathStep, Stage, UnaryOp};
+use proc_macro2::{Literal, TokenStream};
+use quote::{format_ident, quote};
+use std::collections::BTreeMap;
+
+/// Where an expression is, for the build's report: `file:line:col (what)`.
+pub type Place = String;
+
+/// What compiling a graph's expressions gave.
+#[derive(Debug, Default)]
+pub struct Emitted {
+    /// The functions and their table `NATIVES`, as items.
+    pub items: TokenStream,
+    /// Each expression that compiled, with every place it is used.
+    pub compiled: Vec<(String, Vec<Place>)>,
+    /// Each expression that stays interpreted, why, and every place it is used.
+    pub fell_back: Vec<(String, String, Vec<Place>)>,
+    /// How many switch rules compiled, and how many did not.
+    pub rules_compiled: usize,
+    pub rules_fell_back: usize,
+}
+
+/// Why an expression is not compiled: the construct the compiler does not translate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Unsupported(pub String);
+
+fn unsupported<T>(what: impl Into<String>) -> Result<T, Unsupported> {
+    Err(Unsupported(what.into()))
+}
+
+/// The path generated code names the runtime's operations by.
+fn rt() -> TokenStream {
+    quote!(rt)
+}
+
+/// Compiles every expression and switch rule of `graph`.
+pub fn emit(graph: &Graph) -> Emitted {
+    // Each distinct source once, in the order first met.
+    let mut sources: Vec<String> = Vec::new();
+    let mut places: BTreeMap<String, Vec<Place>> = BTreeMap::new();
+    let mut rules: Vec<(&Rule, Place)> = Vec::new();
+    for tool in &graph.tools {
+        for node in &tool.nodes {
+            let at = |what: &str| {
+                format!(
+                    "{}:{}:{} ({what} of node `{}`)",
+                    graph.source_name, node.line, node.column, node.id
+                )
+            };
+            let mut add = |source: &str, place: Place| {
+                if !places.contains_key(source) {
+                    sources.push(source.to_string());
+                }
+                places.entry(source.to_string()).or_default().push(place);
+            };
+            match &node.kind {
+                NodeKind::Entry | NodeKind::Exit => {}
+                NodeKind::Transform(e) => add(&e.source, at("transform")),
+                NodeKind::Mcp(call) => template_sources(&call.args, &mut |s| add(s, at("args"))),
+                NodeKind::Map { items, call, .. } => {
+                    add(&items.source, at("items"));
+                    template_sources(&call.args, &mut |s| add(s, at("args")));
+                }
+                NodeKind::Parallel { branches, .. } => {
+                    for branch in branches {
+                        template_sources(&branch.call.args, &mut |s| {
+                            add(s, at(&format!("args of branch `{}`", branch.name)))
+                        });
+                    }
+                }
+                NodeKind::Ask { message, .. } => add(&message.source, at("message")),
+                NodeKind::Switch { conditions } => {
+                    for (i, condition) in conditions.iter().enumerate() {
+                        if let Some(rule) = &condition.rule {
+                            let mut vars = Vec::new();
+                            rule.jsonata_vars(&mut vars);
+                            for var in vars {
+                                add(&var.source, at(&format!("var of condition {i}")));
+                            }
+                            rules.push((rule, at(&format!("rule of condition {i}"))));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let mut out = Emitted::default();
+    let mut functions = Vec::new();
+    let mut table = Vec::new();
+    let mut compiled_fns: BTreeMap<String, proc_macro2::Ident> = BTreeMap::new();
+    for source in &sources {
+        let at = places.remove(source).unwrap_or_default();
+        match crate::expr::Expr::parse(source)
+            .map_err(Unsupported)
+            .and_then(|expr| function(&expr.ast))
+        {
+            Ok(body) => {
+                let name = format_ident!("expr_{}", compiled_fns.len());
+                functions.push(function_item(&name, &doc_lines(source, &at), body));
+                table.push(quote! {
+                    rt::NativeExpr { source: #source, eval: #name }
+                });
+                compiled_fns.insert(source.clone(), name);
+                out.compiled.push((source.clone(), at));
+            }
+            Err(Unsupported(why)) => out.fell_back.push((source.clone(), why, at)),
+        }
+    }
+    let mut rule_table = Vec::new();
+    let mut seen_rules: BTreeMap<String, ()> = BTreeMap::new();
+    for (rule, at) in rules {
+        let key = rule_key(rule);
+        if seen_rules.insert(key.clone(), ()).is_some() {
+            continue;
+        }
+        match rule_body(rule, &compiled_fns) {
+            Ok(body) => {
+                let name = format_ident!("rule_{}", rule_table.len());
+                let doc = doc_lines(&key, &[at]);
+                functions.push(quote! {
+                    #(#[doc = #doc])*
+                    fn #name(
+                        host: &mut dyn #native_host,
+                        data: &rt::JValue,
+                    ) -> ::std::result::Result<rt::JValue, rt::RuleFailure> {
+                        ::std::result::Result::Ok(#body)
+                    }
+                });
+                rule_table.push(quote! {
+                    rt::NativeRule { key: #key, eval: #name }
+                });
+                out.rules_compiled += 1;
+            }
+            Err(_) => out.rules_fell_back += 1,
+        }
+    }
+    out.items = quote! {
+        use ::mcpgraph_runtime::__private::native as rt;
+
+        /// The graph's expressions compiled to Rust (by source) and its switch rules (by their
+        /// canonical text), which the runtime gives the graph when it loads it.
+        pub const NATIVES: rt::Natives =
+            rt::Natives {
+                exprs: &[#(#table),*],
+                rules: &[#(#rule_table),*],
+            };
+        #(#functions)*
+    };
+    out
+}
+
+#[allow(non_upper_case_globals)]
+const native_host: NativeHostPath = NativeHostPath;
+
+/// `rt::NativeHost` (the runtime's `native` module is `rt` in generated code), as tokens.
+struct NativeHostPath;
+
+impl quote::ToTokens for NativeHostPath {
+    fn to_tokens(&self, tokens: &mut TokenStream) {
+        tokens.extend(quote!(rt::NativeHost));
+    }
+}
+
+fn doc_lines(source: &str, places: &[Place]) -> Vec<String> {
+    let mut doc: Vec<String> = vec![" ```jsonata".to_string()];
+    doc.extend(source.lines().map(|l| format!(" {l}")));
+    doc.push(" ```".to_string());
+    for place in places {
+        doc.push(format!(" At {place}."));
+    }
+    doc
+}
+
+fn template_sources(template: &Template, f: &mut dyn FnMut(&str)) {
+    match template {
+        Template::Literal(_) => {}
+        Template::Expr(e) => f(&e.source),
+        Template::Object(pairs) => pairs.iter().for_each(|(_, t)| template_sources(t, f)),
+        Template::Array(items) => items.iter().for_each(|t| template_sources(t, f)),
+    }
+}
+
+/// One expression's function named `name`, over the runtime's operations as `rt`.
+pub fn function_item(name: &proc_macro2::Ident, doc: &[String], body: TokenStream) -> TokenStream {
+    quote! {
+        #(#[doc = #doc])*
+        fn #name(
+            host: &mut dyn #native_host,
+            input: &rt::JValue,
+        ) -> ::std::result::Result<rt::JValue, rt::Error> {
+            #body
+        }
+    }
+}
+
+/// The body of one expression's function, or why it cannot be compiled.
+pub fn function(ast: &AstNode) -> Result<TokenStream, Unsupported> {
+    let mut emitter = Emitter { contexts: 0 };
+    let data = format_ident!("data");
+    let value = emitter.node(ast, &quote!(#data))?;
+    let rt = rt();
+    Ok(quote! {
+        let #data = &#rt::input(input);
+        ::std::result::Result::Ok(#value)
+    })
+}
+
+struct Emitter {
+    /// How many object constructors have named their context so far (for unique names).
+    contexts: usize,
+}
+
+/// JSONata's built-in functions: a variable of such a name (unless bound) is the function
+/// itself, which compiled code does not handle.
+const BUILTINS: &[&str] = &[
+    "abs",
+    "append",
+    "assert",
+    "average",
+    "base64decode",
+    "base64encode",
+    "boolean",
+    "ceil",
+    "clone",
+    "contains",
+    "count",
+    "decodeUrl",
+    "decodeUrlComponent",
+    "distinct",
+    "each",
+    "encodeUrl",
+    "encodeUrlComponent",
+    "error",
+    "eval",
+    "exists",
+    "filter",
+    "floor",
+    "formatBase",
+    "formatInteger",
+    "formatNumber",
+    "fromMillis",
+    "join",
+    "keys",
+    "length",
+    "lookup",
+    "lowercase",
+    "map",
+    "match",
+    "max",
+    "merge",
+    "millis",
+    "min",
+    "not",
+    "now",
+    "number",
+    "pad",
+    "parseInteger",
+    "power",
+    "random",
+    "reduce",
+    "replace",
+    "reverse",
+    "round",
+    "shuffle",
+    "sift",
+    "single",
+    "sort",
+    "split",
+    "spread",
+    "sqrt",
+    "string",
+    "substring",
+    "substringAfter",
+    "substringBefore",
+    "sum",
+    "toMillis",
+    "trim",
+    "type",
+    "uppercase",
+    "zip",
+];
+
+/// The built-ins compiled code calls with its evaluated arguments (through the runtime, which
+/// hands them to jsonata-core's own dispatch): the ones that take values only, never a function
+/// to call back, and give the same answer on every call.
+const VALUE_BUILTINS: &[&str] = &[
+    "abs",
+    "append",
+    "average",
+    "base64decode",
+    "base64encode",
+    "boolean",
+    "ceil",
+    "contains",
+    "count",
+    "decodeUrl",
+    "decodeUrlComponent",
+    "distinct",
+    "encodeUrl",
+    "encodeUrlComponent",
+    "floor",
+    "formatBase",
+    "formatInteger",
+    "formatNumber",
+    "join",
+    "keys",
+    "length",
+    "lookup",
+    "lowercase",
+    "max",
+    "merge",
+    "min",
+    "not",
+    "number",
+    "pad",
+    "parseInteger",
+    "power",
+    "reverse",
+    "round",
+    "split",
+    "spread",
+    "sqrt",
+    "string",
+    "substring",
+    "substringAfter",
+    "substringBefore",
+    "sum",
+    "trim",
+    "type",
+    "uppercase",
+    "zip",
+];
+
+/// The built-ins that take the context (`$`) as their first argument when called with fewer
+/// arguments: compiled calls give every argument.
+fn takes_context(name: &str, args: usize) -> bool {
+    match args {
+        0 => true,
+        1 => matches!(
+            name,
+            "substringBefore" | "substringAfter" | "contains" | "split"
+        ),
+        _ => false,
+    }
+}
+
+fn is_function_name(name: &str) -> bool {
+    BUILTINS.contains(&name) || HISTORY_FUNCTIONS.contains(&name) || HOST_FUNCTIONS.contains(&name)
+}
+
+impl Emitter {
+    /// A Rust expression of type `JValue` (it may return early with `?`) giving `node`'s value
+    /// over `data` (an expression of type `&JValue`).
+    fn node(&mut self, node: &AstNode, data: &TokenStream) -> Result<TokenStream, Unsupported> {
+        let rt = rt();
+        Ok(match node {
+            AstNode::String(s) => quote!(#rt::JValue::string(#s)),
+            AstNode::Number(n) => {
+                let n = number(*n);
+                quote!(#rt::JValue::Number(#n))
+            }
+            AstNode::Boolean(b) => quote!(#rt::JValue::Bool(#b)),
+            AstNode::Null => quote!(#rt::JValue::Null),
+            AstNode::Undefined => quote!(#rt::JValue::Undefined),
+            AstNode::Variable(name) if name.is_empty() => quote!(#rt::dollar(#data)),
+            AstNode::Variable(name) => {
+                if is_function_name(name) || name.starts_with("__") {
+                    return unsupported(format!("the function ${name} used as a value"));
+                }
+                quote!(#rt::unwrap(host.var(#name)))
+            }
+            AstNode::Name(field) => quote!(#rt::unwrap(#rt::fields(#data, &[#field], false)?)),
+            AstNode::Path { steps } => self.path(steps, data)?,
+            AstNode::Binary { op, lhs, rhs } => self.binary(*op, lhs, rhs, data)?,
+            AstNode::Unary { op, operand } => {
+                let value = self.node(operand, data)?;
+                match op {
+                    UnaryOp::Negate => quote!(#rt::negate(&#value)?),
+                    UnaryOp::Not => quote!(#rt::JValue::Bool(!#rt::truthy(&#value))),
+                }
+            }
+            AstNode::Conditional {
+                condition,
+                then_branch,
+                else_branch,
+            } => {
+                let condition = self.node(condition, data)?;
+                let then_branch = self.node(then_branch, data)?;
+                let else_branch = match else_branch {
+                    Some(e) => self.node(e, data)?,
+                    None => quote!(#rt::JValue::Undefined),
+                };
+                quote! {
+                    if #rt::truthy(&#condition) { #then_branch } else { #else_branch }
+                }
+            }
+            AstNode::Object(pairs) => self.object(pairs, data)?,
+            AstNode::Array(items) => {
+                let mut pushes = Vec::with_capacity(items.len());
+                for item in items {
+                    let value = self.node(item, data)?;
+                    pushes.push(if is_array_constructor(item) {
+                        quote!(array.nested(#value);)
+                    } else {
+                        quote!(array.item(#value);)
+                    });
+                }
+                let n = items.len();
+                quote! {{
+                    let mut array = #rt::Array::with_capacity(#n);
+                    #(#pushes)*
+                    array.finish()
+                }}
+            }
+            AstNode::Block(items) if items.len() == 1 => self.node(&items[0], data)?,
+            AstNode::Block(items) if !items.is_empty() => {
+                let mut values = Vec::with_capacity(items.len());
+                for item in items {
+                    values.push(self.node(item, data)?);
+                }
+                let last = values.pop().expect("not empty");
+                quote! {{
+                    #(let _ = #values;)*
+                    #last
+                }}
+            }
+            AstNode::Function {
+                name,
+                args,
+                is_builtin: true,
+            } if HISTORY_FUNCTIONS.contains(&name.as_str())
+                || HOST_FUNCTIONS.contains(&name.as_str()) =>
+            {
+                let mut values = Vec::with_capacity(args.len());
+                for arg in args {
+                    if matches!(arg, AstNode::Placeholder) {
+                        return unsupported("a partial application");
+                    }
+                    values.push(self.node(arg, data)?);
+                }
+                quote!({
+                    let args = [#(#values),*];
+                    #rt::unwrap(host.call(#name, &args)?)
+                })
+            }
+            AstNode::Function {
+                name,
+                args,
+                is_builtin: true,
+            } if name == "exists" && args.len() == 1 => {
+                let value = self.node(&args[0], data)?;
+                quote!(#rt::JValue::Bool(!#rt::is_undefined(&#value)))
+            }
+            AstNode::Function {
+                name,
+                args,
+                is_builtin: true,
+            } if VALUE_BUILTINS.contains(&name.as_str()) && !takes_context(name, args.len()) => {
+                let mut values = Vec::with_capacity(args.len());
+                for arg in args {
+                    if matches!(arg, AstNode::Placeholder) {
+                        return unsupported("a partial application");
+                    }
+                    values.push(self.node(arg, data)?);
+                }
+                quote!({
+                    let args = ::std::vec![#(#values),*];
+                    #rt::unwrap(host.builtin(#name, args, #data)?)
+                })
+            }
+            AstNode::Function { name, .. } => {
+                return unsupported(format!("a call of ${name}"));
+            }
+            other => return unsupported(describe(other)),
+        })
+    }
+
+    fn binary(
+        &mut self,
+        op: BinaryOp,
+        lhs: &AstNode,
+        rhs: &AstNode,
+        data: &TokenStream,
+    ) -> Result<TokenStream, Unsupported> {
+        let rt = rt();
+        let arith = |name: &str| {
+            let variant = format_ident!("{name}");
+            quote!(#rt::Arith::#variant)
+        };
+        let order = |name: &str| {
+            let variant = format_ident!("{name}");
+            quote!(#rt::Order::#variant)
+        };
+        let kind = match op {
+            BinaryOp::Add => Some(("arith", arith("Add"))),
+            BinaryOp::Subtract => Some(("arith", arith("Sub"))),
+            BinaryOp::Multiply => Some(("arith", arith("Mul"))),
+            BinaryOp::Divide => Some(("arith", arith("Div"))),
+            BinaryOp::Modulo => Some(("arith", arith("Mod"))),
+            BinaryOp::LessThan => Some(("order", order("Lt"))),
+            BinaryOp::LessThanOrEqual => Some(("order", order("Le"))),
+            BinaryOp::GreaterThan => Some(("order", order("Gt"))),
+            BinaryOp::GreaterThanOrEqual => Some(("order", order("Ge"))),
+            _ => None,
+        };
+        if !matches!(
+            op,
+            BinaryOp::Add
+                | BinaryOp::Subtract
+                | BinaryOp::Multiply
+                | BinaryOp::Divide
+                | BinaryOp::Modulo
+                | BinaryOp::LessThan
+                | BinaryOp::LessThanOrEqual
+                | BinaryOp::GreaterThan
+                | BinaryOp::GreaterThanOrEqual
+                | BinaryOp::Equal
+                | BinaryOp::NotEqual
+                | BinaryOp::And
+                | BinaryOp::Or
+                | BinaryOp::Concatenate
+                | BinaryOp::Coalesce
+        ) {
+            return unsupported(format!("the operator {}", operator(op)));
+        }
+        let left = self.node(lhs, data)?;
+        let right = self.node(rhs, data)?;
+        Ok(match (op, kind) {
+            (_, Some(("arith", op))) => quote!(#rt::arith(#op, &#left, &#right)?),
+            (_, Some((_, op))) => quote!(#rt::order(#op, &#left, &#right)?),
+            (BinaryOp::Equal, _) => quote!(#rt::eq(&#left, &#right)),
+            (BinaryOp::NotEqual, _) => quote!(#rt::ne(&#left, &#right)),
+            (BinaryOp::Concatenate, _) => quote!(#rt::concat(&#left, &#right)?),
+            (BinaryOp::And, _) => quote! {
+                if #rt::truthy(&#left) { #rt::JValue::Bool(#rt::truthy(&#right)) } else { #rt::JValue::Bool(false) }
+            },
+            (BinaryOp::Or, _) => quote! {
+                if #rt::truthy(&#left) { #rt::JValue::Bool(true) } else { #rt::JValue::Bool(#rt::truthy(&#right)) }
+            },
+            (BinaryOp::Coalesce, _) => quote! {
+                match #left { #rt::JValue::Undefined => #right, left => left }
+            },
+            _ => unreachable!("refused above"),
+        })
+    }
+
+    fn path(&mut self, steps: &[PathStep], data: &TokenStream) -> Result<TokenStream, Unsupported> {
+        let rt = rt();
+        for step in steps {
+            if !step.stages.is_empty() {
+                return unsupported(match step.stages[0] {
+                    Stage::Filter(_) => "a path step with a predicate",
+                    Stage::KeepArray => "a path step with []",
+                    Stage::Index(_) => "a path step with #",
+                });
+            }
+            if step.focus.is_some()
+                || step.index_var.is_some()
+                || step.ancestor_label.is_some()
+                || step.is_tuple
+                || step.inner_tuple
+            {
+                return unsupported("a path step binding a variable (@, #, %)");
+            }
+        }
+        let Some((first, rest)) = steps.split_first() else {
+            return unsupported("an empty path");
+        };
+        let mut names = Vec::with_capacity(rest.len());
+        for step in rest {
+            match &step.node {
+                AstNode::Name(field) => names.push(field.as_str()),
+                other => return unsupported(format!("a path step that is {}", describe(other))),
+            }
+        }
+        Ok(match &first.node {
+            AstNode::Variable(name) if name.is_empty() => {
+                if names.is_empty() {
+                    quote!(#rt::dollar(#data))
+                } else {
+                    quote!(#rt::unwrap(#rt::fields(#data, &[#(#names),*], true)?))
+                }
+            }
+            AstNode::Name(field) => {
+                quote!(#rt::unwrap(#rt::fields(#data, &[#field, #(#names),*], false)?))
+            }
+            other if names.is_empty() => self.node(other, data)?,
+            other @ (AstNode::Function { .. } | AstNode::Variable(_)) => {
+                // The first step runs per item of an input array (once for a variable), with
+                // `$` the item.
+                let whole = matches!(other, AstNode::Variable(_));
+                let item = format_ident!("item_{}", self.contexts);
+                self.contexts += 1;
+                let value = self.node(other, &quote!(#item))?;
+                quote! {
+                    #rt::unwrap(#rt::fields_after(
+                        #rt::first_step(#data, #whole, |#item| ::std::result::Result::Ok(#value))?,
+                        &[#(#names),*],
+                    )?)
+                }
+            }
+            other => {
+                return unsupported(format!("a path starting with {}", describe(other)));
+            }
+        })
+    }
+
+    fn object(
+        &mut self,
+        pairs: &[(AstNode, AstNode)],
+        data: &TokenStream,
+    ) -> Result<TokenStream, Unsupported> {
+        let rt = rt();
+        let mut keys: Vec<&str> = Vec::with_capacity(pairs.len());
+        for (key, _) in pairs {
+            match key {
+                AstNode::String(k) if !keys.contains(&k.as_str()) => keys.push(k),
+                AstNode::String(_) => {
+                    return unsupported("an object constructor with a repeated key");
+                }
+                _ => return unsupported("an object constructor with a computed key"),
+            }
+        }
+        self.contexts += 1;
+        let context = format_ident!("context_{}", self.contexts);
+        let inner = quote!(&#context);
+        let mut inserts = Vec::with_capacity(pairs.len());
+        for ((_, value), key) in pairs.iter().zip(&keys) {
+            let value = self.node(value, &inner)?;
+            inserts.push(quote!(object.pair(#key, #value);));
+        }
+        let n = pairs.len();
+        Ok(quote! {{
+            let #context = #rt::object_context(#data);
+            let mut object = #rt::Object::with_capacity(#n);
+            #(#inserts)*
+            object.finish()
+        }})
+    }
+}
+
+/// An `f64` literal, exactly.
+fn number(n: f64) -> TokenStream {
+    if n.is_finite() {
+        let literal = Literal::f64_suffixed(n);
+        quote!(#literal)
+    } else if n.is_nan() {
+        quote!(::std::f64::NAN)
+    } else if n > 0.0 {
+        quote!(::std::f64::INFINITY)
+    } else {
+        quote!(::std::f64::NEG_INFINITY)
+    }
+}
+
+/// jsonata-js's array constructor: an item written `[...]` (with or without stages after it on
+/// a one-step path) is kept whole in an enclosing constructor.
+fn is_array_constructor(node: &AstNode) -> bool {
+    match node {
+        AstNode::Array(_) => true,
+        AstNode::Path { steps } => match steps.as_slice() {
+            [step] => {
+                matches!(step.node, AstNode::Array(_))
+                    && step.index_var.is_none()
+                    && !step.stages.iter().any(|s| matches!(s, Stage::Index(_)))
+            }
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+/// A construct, in words, for the report. Exhaustive on purpose: a jsonata-core that gains a
+/// node the emitter does not know fails to compile here, not silently at run time.
+fn describe(node: &AstNode) -> String {
+    match node {
+        AstNode::String(_) => "a string",
+        AstNode::Name(_) => "a field",
+        AstNode::Number(_) => "a number",
+        AstNode::Boolean(_) => "a boolean",
+        AstNode::Null => "null",
+        AstNode::Undefined => "undefined",
+        AstNode::Placeholder => "a partial application",
+        AstNode::Regex { .. } => "a regular expression",
+        AstNode::Variable(_) => "a variable",
+        AstNode::ParentVariable(_) | AstNode::Parent(_) => "a parent reference (%)",
+        AstNode::Path { .. } => "a path",
+        AstNode::Binary { op, .. } => return format!("the operator {}", operator(*op)),
+        AstNode::Unary { .. } => "a unary operator",
+        AstNode::Function { .. } => "a function call",
+        AstNode::Call { .. } => "a call of a function value",
+        AstNode::Lambda { .. } => "a function definition",
+        AstNode::Array(_) => "an array constructor",
+        AstNode::Object(_) => "an object constructor",
+        AstNode::ObjectTransform { .. } => "an object group-by",
+        AstNode::Block(_) => "a block",
+        AstNode::Conditional { .. } => "a conditional",
+        AstNode::Wildcard => "a wildcard (*)",
+        AstNode::Descendant => "a descendant wildcard (**)",
+        AstNode::ArrayGroup(_) => "an array group",
+        AstNode::FunctionApplication(_) => "a function application (~>)",
+        AstNode::Sort { .. } => "a sort (^)",
+        AstNode::Transform { .. } => "a transform (|...|)",
+    }
+    .to_string()
+}
+
+/// An operator as written (exhaustive, as [`describe`]).
+fn operator(op: BinaryOp) -> &'static str {
+    match op {
+        BinaryOp::Add => "+",
+        BinaryOp::Subtract => "-",
+        BinaryOp::Multiply => "*",
+        BinaryOp::Divide => "/",
+        BinaryOp::Modulo => "%",
+        BinaryOp::Equal => "=",
+        BinaryOp::NotEqual => "!=",
+        BinaryOp::LessThan => "<",
+        BinaryOp::LessThanOrEqual => "<=",
+        BinaryOp::GreaterThan => ">",
+        BinaryOp::GreaterThanOrEqual => ">=",
+        BinaryOp::And => "and",
+        BinaryOp::Or => "or",
+        BinaryOp::Concatenate => "&",
+        BinaryOp::Range => "..",
+        BinaryOp::In => "in",
+        BinaryOp::ColonEqual => ":= (a variable binding)",
+        BinaryOp::FocusBind => "@",
+        BinaryOp::IndexBind => "#",
+        BinaryOp::Coalesce => "??",
+        BinaryOp::Default => "?:",
+        BinaryOp::ChainPipe => "~>",
+    }
+}
+
+/// The body of a compiled rule: a Rust expression of type `JValue` that may return early with a
+/// `RuleFailure`.
+fn rule_body(
+    rule: &Rule,
+    exprs: &BTreeMap<String, proc_macro2::Ident>,
+) -> Result<TokenStream, Unsupported> {
+    let rt = rt();
+    Ok(match rule {
+        Rule::Literal(value) => {
+            let text = value.to_string();
+            quote!(#rt::json(#text))
+        }
+        Rule::Array(items) => {
+            let items = items
+                .iter()
+                .map(|r| rule_body(r, exprs))
+                .collect::<Result<Vec<_>, _>>()?;
+            quote!(#rt::JValue::array(::std::vec![#(#items),*]))
+        }
+        Rule::Jsonata(expr) => {
+            let Some(function) = exprs.get(&expr.source) else {
+                return unsupported("a var that is not compiled");
+            };
+            let source = &expr.source;
+            quote!(#rt::rule_var(#function(host, data), #source)?)
+        }
+        Rule::Unknown(op) => {
+            let message = format!("Unrecognized operation {op}");
+            quote!(return ::std::result::Result::Err(#rt::RuleFailure::Rule(#message.to_string())))
+        }
+        Rule::Op { op, args } => {
+            if op.is_iterator() {
+                return unsupported(format!("the iterator operator {}", op.name()));
+            }
+            let values = args
+                .iter()
+                .map(|r| rule_body(r, exprs))
+                .collect::<Result<Vec<_>, _>>()?;
+            match op {
+                Op::If => {
+                    // if/then pairs, then an optional else; null when nothing matches.
+                    let mut code = if values.len() % 2 == 1 {
+                        values.last().cloned().expect("odd")
+                    } else {
+                        quote!(#rt::JValue::Null)
+                    };
+                    for pair in values.chunks_exact(2).rev() {
+                        let (condition, then) = (&pair[0], &pair[1]);
+                        code = quote! {
+                            if #rt::logic_truthy(&#condition) { #then } else { #code }
+                        };
+                    }
+                    code
+                }
+                Op::And | Op::Or => {
+                    // The first value that decides, else the last; undefined for no arguments.
+                    let stop_when = *op == Op::Or;
+                    let mut code = quote!(#rt::JValue::Undefined);
+                    if let Some((last, rest)) = values.split_last() {
+                        code = last.clone();
+                        for value in rest.iter().rev() {
+                            code = quote! {
+                                match #value {
+                                    current if #rt::logic_truthy(&current) == #stop_when => current,
+                                    _ => #code,
+                                }
+                            };
+                        }
+                    }
+                    code
+                }
+                _ => {
+                    let variant = format_ident!("{}", format!("{op:?}"));
+                    quote!(#rt::logic(#rt::Op::#variant, &[#(#values),*], data)?)
+                }
+            }
+        }
+    })
+}

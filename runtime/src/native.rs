@@ -1,0 +1,695 @@
+//! Expressions compiled to Rust (`build --native`, `graph!`): the operations generated code is
+//! made of, each with jsonata-core's semantics exactly (its tree-walker, and the `CompiledExpr`
+//! fast path that mirrors it), and the host generated code calls back for variables, the
+//! history functions and the built-ins.
+//!
+//! The generated module hands the runtime a table of `(source, fn)` ([`NativeExpr`]); when a
+//! graph is loaded, every expression whose source the table holds gets its function
+//! ([`attach`]), and [`crate::jsonata::Jsonata::eval`] calls it instead of the interpreter. An
+//! expression the compiler could not translate is not in the table and stays interpreted.
+
+use indexmap::IndexMap;
+use jsonata_core::evaluator::EvaluatorError;
+pub use jsonata_core::value::JValue;
+use jsonata_core::value::flattens_in_step;
+use mcpgraph_compiler::Graph;
+pub use mcpgraph_compiler::expr::{NativeFn, NativeHost, NativeRuleFn, RuleFailure};
+use std::borrow::Cow;
+
+/// One compiled expression: its source text (the key it is found by) and its function.
+pub struct NativeExpr {
+    pub source: &'static str,
+    pub eval: NativeFn,
+}
+
+/// One compiled JSON Logic rule, found by its rule's canonical text
+/// ([`mcpgraph_compiler::logic::rule_key`]).
+pub struct NativeRule {
+    pub key: &'static str,
+    pub eval: NativeRuleFn,
+}
+
+/// What a generated module compiled.
+pub struct Natives {
+    pub exprs: &'static [NativeExpr],
+    pub rules: &'static [NativeRule],
+}
+
+/// How many of a graph's expressions and rules got a compiled function.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Attached {
+    pub exprs: usize,
+    pub rules: usize,
+}
+
+/// Gives each expression and rule of `graph` its compiled function, where `natives` has one.
+pub fn attach(graph: &mut Graph, natives: &Natives) -> Attached {
+    let exprs: std::collections::HashMap<&str, NativeFn> =
+        natives.exprs.iter().map(|n| (n.source, n.eval)).collect();
+    let rules: std::collections::HashMap<&str, NativeRuleFn> =
+        natives.rules.iter().map(|n| (n.key, n.eval)).collect();
+    let mut attached = Attached::default();
+    graph.for_each_expr_mut(&mut |expr| {
+        if let Some(f) = exprs.get(expr.source.as_str()) {
+            expr.native = Some(*f);
+            attached.exprs += 1;
+        }
+    });
+    graph.for_each_condition_mut(&mut |condition| {
+        if let Some(rule) = &condition.rule
+            && let Some(f) = rules.get(mcpgraph_compiler::logic::rule_key(rule).as_str())
+        {
+            condition.native = Some(*f);
+            attached.rules += 1;
+        }
+    });
+    attached
+}
+
+/// The most items a path may gather (jsonata-core's `max_sequence_length` as the runtime sets
+/// it, `crate::jsonata`).
+const MAX_SEQUENCE_LENGTH: usize = 10_000_000;
+
+fn check_sequence_length(len: usize) -> Result<(), EvaluatorError> {
+    if len > MAX_SEQUENCE_LENGTH {
+        return Err(EvaluatorError::EvaluationError(format!(
+            "D2015: The maximum sequence length of {MAX_SEQUENCE_LENGTH} was exceeded."
+        )));
+    }
+    Ok(())
+}
+
+/// The input of a whole expression, as jsonata-core's `evaluate` sees it: an input array that
+/// is not a sequence is marked as the outer wrapper.
+pub fn input(data: &JValue) -> JValue {
+    data.clone().into_outer_wrapper()
+}
+
+/// What every node's value goes through in the tree-walker: a sequence of none is undefined,
+/// of one its item (unless kept as a singleton).
+#[inline]
+pub fn unwrap(value: JValue) -> JValue {
+    value.unwrap_sequence()
+}
+
+/// `$` alone: the current data without the outer wrapper.
+#[inline]
+pub fn dollar(data: &JValue) -> JValue {
+    data.bare()
+}
+
+/// JSONata truthiness (`$boolean`).
+pub fn truthy(value: &JValue) -> bool {
+    match value {
+        JValue::Null | JValue::Undefined => false,
+        JValue::Bool(b) => *b,
+        JValue::Number(n) => *n != 0.0,
+        JValue::String(s) => !s.is_empty(),
+        JValue::Array(a) => match a.len() {
+            0 => false,
+            1 => truthy(&a[0]),
+            _ => a.iter().any(truthy),
+        },
+        JValue::Object(o) => !o.is_empty(),
+        _ => false,
+    }
+}
+
+/// `a and b`, `b` evaluated only when `a` is truthy.
+#[inline]
+pub fn and(
+    left: &JValue,
+    right: impl FnOnce() -> Result<JValue, EvaluatorError>,
+) -> Result<JValue, EvaluatorError> {
+    if !truthy(left) {
+        return Ok(JValue::Bool(false));
+    }
+    Ok(JValue::Bool(truthy(&right()?)))
+}
+
+/// `a or b`, `b` evaluated only when `a` is falsy.
+#[inline]
+pub fn or(
+    left: &JValue,
+    right: impl FnOnce() -> Result<JValue, EvaluatorError>,
+) -> Result<JValue, EvaluatorError> {
+    if truthy(left) {
+        return Ok(JValue::Bool(true));
+    }
+    Ok(JValue::Bool(truthy(&right()?)))
+}
+
+/// An arithmetic operator of the source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arith {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Mod,
+}
+
+/// `a + b` and its kin: an infinite operand is D1001, a defined operand that is not a number
+/// (left first) T2001/T2002, an undefined one makes the result undefined.
+pub fn arith(op: Arith, left: &JValue, right: &JValue) -> Result<JValue, EvaluatorError> {
+    let symbol = match op {
+        Arith::Add => "+",
+        Arith::Sub => "-",
+        Arith::Mul => "*",
+        Arith::Div => "/",
+        Arith::Mod => "%",
+    };
+    if matches!(left, JValue::Number(n) if n.is_infinite())
+        || matches!(right, JValue::Number(n) if n.is_infinite())
+    {
+        return Err(EvaluatorError::EvaluationError(
+            "D1001: Number out of range".to_string(),
+        ));
+    }
+    match (left, right) {
+        (JValue::Number(a), JValue::Number(b)) => Ok(JValue::Number(match op {
+            Arith::Add => a + b,
+            Arith::Sub => a - b,
+            Arith::Mul => a * b,
+            Arith::Div => a / b,
+            Arith::Mod => a % b,
+        })),
+        _ if !matches!(left, JValue::Number(n) if !n.is_nan())
+            && !matches!(left, JValue::Undefined) =>
+        {
+            Err(EvaluatorError::TypeError(format!(
+                "T2001: The left side of the {symbol} operator must evaluate to a number"
+            )))
+        }
+        _ if !matches!(right, JValue::Number(n) if !n.is_nan())
+            && !matches!(right, JValue::Undefined) =>
+        {
+            Err(EvaluatorError::TypeError(format!(
+                "T2002: The right side of the {symbol} operator must evaluate to a number"
+            )))
+        }
+        _ => Ok(JValue::Undefined),
+    }
+}
+
+/// Unary minus: a number negated, undefined kept, anything else D1002.
+pub fn negate(value: &JValue) -> Result<JValue, EvaluatorError> {
+    match value {
+        JValue::Number(n) => Ok(JValue::Number(-n)),
+        JValue::Undefined => Ok(JValue::Undefined),
+        _ => Err(EvaluatorError::TypeError(
+            "D1002: Cannot negate non-number value".to_string(),
+        )),
+    }
+}
+
+/// `a = b`: deep equality.
+pub fn eq(left: &JValue, right: &JValue) -> JValue {
+    JValue::Bool(jsonata_core::functions::array::values_equal(left, right))
+}
+
+/// `a != b`: false when either side is undefined, as for `=`.
+pub fn ne(left: &JValue, right: &JValue) -> JValue {
+    if left.is_undefined() || right.is_undefined() {
+        return JValue::Bool(false);
+    }
+    JValue::Bool(!jsonata_core::functions::array::values_equal(left, right))
+}
+
+/// An ordering operator of the source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Order {
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+fn type_name(value: &JValue) -> &'static str {
+    match value {
+        JValue::Null => "null",
+        JValue::Bool(_) => "boolean",
+        JValue::Number(_) => "number",
+        JValue::String(_) => "string",
+        JValue::Array(_) => "array",
+        JValue::Object(_) => "object",
+        _ => "unknown",
+    }
+}
+
+/// `a < b` and its kin: only numbers, strings and undefined compare (T2010), undefined makes
+/// the result undefined, and then the two must be of one type (T2009).
+pub fn order(op: Order, left: &JValue, right: &JValue) -> Result<JValue, EvaluatorError> {
+    let comparable =
+        |v: &JValue| matches!(v, JValue::Number(_) | JValue::String(_) | JValue::Undefined);
+    if !comparable(left) || !comparable(right) {
+        return Err(EvaluatorError::EvaluationError(format!(
+            "T2010: Cannot compare {} and {}",
+            type_name(left),
+            type_name(right)
+        )));
+    }
+    if left.is_undefined() || right.is_undefined() {
+        return Ok(JValue::Undefined);
+    }
+    let (symbol, ordering) = match (left, right) {
+        (JValue::Number(a), JValue::Number(b)) => (op, a.partial_cmp(b)),
+        (JValue::String(a), JValue::String(b)) => (op, Some(a.cmp(b))),
+        _ => {
+            let symbol = match op {
+                Order::Lt => "<",
+                Order::Le => "<=",
+                Order::Gt => ">",
+                Order::Ge => ">=",
+            };
+            return Err(EvaluatorError::EvaluationError(format!(
+                "T2009: The expressions on either side of operator \"{symbol}\" must be of the same data type"
+            )));
+        }
+    };
+    use std::cmp::Ordering::{Greater, Less};
+    // NaN compares as nothing: every operator is false, as f64's are.
+    Ok(JValue::Bool(match (symbol, ordering) {
+        (_, None) => false,
+        (Order::Lt, Some(o)) => o == Less,
+        (Order::Le, Some(o)) => o != Greater,
+        (Order::Gt, Some(o)) => o == Greater,
+        (Order::Ge, Some(o)) => o != Less,
+    }))
+}
+
+/// `a & b`: each side as `$string` casts it, undefined as "".
+pub fn concat(left: &JValue, right: &JValue) -> Result<JValue, EvaluatorError> {
+    let mut out = concat_string(left)?;
+    out.push_str(&concat_string(right)?);
+    Ok(JValue::string(out))
+}
+
+fn concat_string(value: &JValue) -> Result<String, EvaluatorError> {
+    match value {
+        JValue::String(s) => Ok(s.to_string()),
+        JValue::Undefined => Ok(String::new()),
+        JValue::Null
+        | JValue::Number(_)
+        | JValue::Bool(_)
+        | JValue::Array(_)
+        | JValue::Object(_) => match jsonata_core::functions::string::string(value, None) {
+            Ok(JValue::String(s)) => Ok(s.to_string()),
+            Ok(JValue::Null) => Ok(String::new()),
+            _ => Err(EvaluatorError::TypeError(
+                "Cannot concatenate complex types".to_string(),
+            )),
+        },
+        _ => Ok(String::new()),
+    }
+}
+
+/// The context an object constructor's values are evaluated in: the top-level input array
+/// itself, the items of another array grouped into one context, any other value as is.
+pub fn object_context(data: &JValue) -> Cow<'_, JValue> {
+    match data {
+        JValue::Array(arr) if arr.outer_wrapper => Cow::Owned(data.bare()),
+        JValue::Array(arr) if arr.is_empty() => Cow::Owned(JValue::Undefined),
+        JValue::Array(arr) => Cow::Owned(group_context(arr.as_slice())),
+        _ => Cow::Borrowed(data),
+    }
+}
+
+/// jsonata-js `evaluateGroupExpression`'s context for one group: its one item, or the items
+/// appended (`$append`) into a plain array, an array item adding its own items.
+fn group_context(items: &[JValue]) -> JValue {
+    match items {
+        [] => JValue::Undefined,
+        [item] => item.clone(),
+        _ => {
+            let mut appended = Vec::with_capacity(items.len());
+            for item in items {
+                match item {
+                    JValue::Array(arr) => appended.extend(arr.iter().cloned()),
+                    JValue::Undefined => {}
+                    other => appended.push(other.clone()),
+                }
+            }
+            JValue::array(appended)
+        }
+    }
+}
+
+/// An object under construction (`{"k": v, ...}` with literal keys).
+pub struct Object(IndexMap<String, JValue>);
+
+impl Object {
+    pub fn with_capacity(n: usize) -> Object {
+        Object(IndexMap::with_capacity(n))
+    }
+
+    /// One pair; an undefined value adds no key.
+    #[inline]
+    pub fn pair(&mut self, key: &str, value: JValue) {
+        if !value.is_undefined() {
+            self.0.insert(key.to_string(), value);
+        }
+    }
+
+    pub fn finish(self) -> JValue {
+        JValue::object(self.0)
+    }
+}
+
+/// An array under construction (`[a, b]`): undefined items are left out, an item that is an
+/// array constructor itself is kept whole, any other array is spliced in.
+pub struct Array(Vec<JValue>);
+
+impl Array {
+    pub fn with_capacity(n: usize) -> Array {
+        Array(Vec::with_capacity(n))
+    }
+
+    /// An item that is not itself an array constructor: an array is spliced in.
+    #[inline]
+    pub fn item(&mut self, value: JValue) {
+        match value {
+            JValue::Undefined => {}
+            JValue::Array(arr) => self.0.extend(arr.iter().cloned()),
+            other => self.0.push(other),
+        }
+    }
+
+    /// An item written as an array constructor: kept whole.
+    #[inline]
+    pub fn nested(&mut self, value: JValue) {
+        if !value.is_undefined() {
+            self.0.push(value);
+        }
+    }
+
+    /// A plain array: the tree-walker marks a constructor's array (`cons`) only where a path
+    /// starts with it, which compiled paths never do.
+    pub fn finish(self) -> JValue {
+        JValue::array(self.0)
+    }
+}
+
+/// `a ?? b`: `a` unless it is undefined.
+#[inline]
+pub fn is_undefined(value: &JValue) -> bool {
+    value.is_undefined()
+}
+
+fn is_tuple_object(obj: &IndexMap<String, JValue>) -> bool {
+    matches!(obj.get_index(0), Some((key, _)) if key == "@")
+        && obj.get("__tuple__") == Some(&JValue::Bool(true))
+}
+
+/// A path of field steps (`a.b.c`, `$.a.b`) over `data`, as jsonata-js `evaluatePath` walks
+/// it: `from_dollar` (a leading `$`) maps the first step over the items of an input array,
+/// even the top-level one, which a bare `a...` takes as one item.
+pub fn fields(data: &JValue, steps: &[&str], from_dollar: bool) -> Result<JValue, EvaluatorError> {
+    let per_item = matches!(data, JValue::Array(arr) if from_dollar || !arr.outer_wrapper);
+    let (start, mut result) = if per_item {
+        (0, JValue::Undefined)
+    } else {
+        match walk_single_values(steps, data) {
+            Some(walked) => walked,
+            None => return Ok(JValue::Undefined),
+        }
+    };
+    if start == steps.len() {
+        return Ok(result);
+    }
+    for (index, field) in steps.iter().enumerate().skip(start) {
+        let previous;
+        let items: &[JValue] = if index == 0 && per_item {
+            data.as_array().map_or(&[][..], Vec::as_slice)
+        } else if index == 0 {
+            std::slice::from_ref(data)
+        } else {
+            match &result {
+                JValue::Array(arr) if !arr.is_empty() => {
+                    previous = arr.clone();
+                    &previous
+                }
+                JValue::Undefined => break,
+                single => std::slice::from_ref(single),
+            }
+        };
+        let values = field_values(field, items)?;
+        check_sequence_length(values.len())?;
+        result = collect_step_results(values, index + 1 == steps.len());
+    }
+    Ok(result)
+}
+
+fn walk_single_values(steps: &[&str], data: &JValue) -> Option<(usize, JValue)> {
+    let mut value = data.clone();
+    let mut taken = 0;
+    for field in steps {
+        value = match &value {
+            JValue::Object(obj) if !is_tuple_object(obj) => {
+                obj.get(*field).cloned().unwrap_or(JValue::Undefined)
+            }
+            _ => break,
+        };
+        taken += 1;
+        if value.is_undefined() {
+            return None;
+        }
+    }
+    Some((taken, value))
+}
+
+fn field_values(field: &str, items: &[JValue]) -> Result<Vec<JValue>, EvaluatorError> {
+    let mut position: Option<usize> = None;
+    let mut values = Vec::with_capacity(items.len());
+    for item in items {
+        let value = match item {
+            JValue::Object(obj) if !is_tuple_object(obj) => {
+                match position.and_then(|p| obj.get_index(p)) {
+                    Some((key, value)) if key == field => value.clone(),
+                    _ => match obj.get_full(field) {
+                        Some((index, _, value)) => {
+                            position = Some(index);
+                            value.clone()
+                        }
+                        None => JValue::Undefined,
+                    },
+                }
+            }
+            _ => field_step(field, item)?,
+        };
+        if !value.is_undefined() {
+            values.push(value);
+        }
+    }
+    Ok(values)
+}
+
+fn field_step(field: &str, value: &JValue) -> Result<JValue, EvaluatorError> {
+    match value {
+        JValue::Object(obj) => {
+            if is_tuple_object(obj) {
+                return Ok(match obj.get("@") {
+                    Some(JValue::Object(inner)) => {
+                        inner.get(field).cloned().unwrap_or(JValue::Undefined)
+                    }
+                    _ => JValue::Undefined,
+                });
+            }
+            Ok(obj.get(field).cloned().unwrap_or(JValue::Undefined))
+        }
+        JValue::Array(arr) => {
+            let mut result = Vec::with_capacity(arr.len());
+            let mut flat = true;
+            for value in field_values(field, arr)? {
+                match value {
+                    JValue::Array(inner) => {
+                        flat = false;
+                        result.extend(inner.iter().cloned())
+                    }
+                    other => result.push(other),
+                }
+            }
+            check_sequence_length(result.len())?;
+            Ok(if result.is_empty() {
+                JValue::Undefined
+            } else {
+                JValue::sequence_flat(result, flat)
+            })
+        }
+        _ => Ok(JValue::Undefined),
+    }
+}
+
+fn collect_step_results(mut results: Vec<JValue>, last_step: bool) -> JValue {
+    if last_step && results.len() == 1 && matches!(&results[0], JValue::Array(arr) if !arr.sequence)
+    {
+        return results.pop().expect("length checked");
+    }
+    if let [JValue::Array(arr)] = results.as_slice()
+        && !arr.cons
+    {
+        return JValue::Array(arr.fresh_sequence());
+    }
+    if !results.iter().any(flattens_in_step) {
+        return JValue::sequence_flat(results, true);
+    }
+    let mut items = Vec::with_capacity(results.len());
+    for value in results {
+        match value {
+            JValue::Array(arr) if !arr.cons => items.extend(arr.iter().cloned()),
+            other => items.push(other),
+        }
+    }
+    JValue::sequence(items)
+}
+
+pub use mcpgraph_compiler::logic::Op;
+
+/// The error of a compiled expression: jsonata-core's.
+pub type Error = EvaluatorError;
+
+/// A JSON literal of a rule, as the interpreter reads it.
+pub fn json(text: &str) -> JValue {
+    serde_json::from_str::<serde_json::Value>(text)
+        .map(|value| crate::value::to_jvalue(&value))
+        .unwrap_or(JValue::Null)
+}
+
+/// A graph-level var of a compiled rule: its compiled expression's value, or its failure.
+pub fn rule_var(
+    value: Result<JValue, EvaluatorError>,
+    source: &'static str,
+) -> Result<JValue, RuleFailure> {
+    value.map_err(|error| RuleFailure::Var { error, source })
+}
+
+/// A JSON Logic operator that evaluates all its arguments, applied to their values.
+pub fn logic(op: Op, values: &[JValue], data: &JValue) -> Result<JValue, RuleFailure> {
+    crate::jsonlogic::eager(op, values, data).map_err(|error| match error {
+        crate::jsonlogic::LogicError::Rule(message) => RuleFailure::Rule(message),
+        crate::jsonlogic::LogicError::Var(error) => RuleFailure::Rule(error.to_string()),
+    })
+}
+
+/// JSON Logic's truthiness (json-logic-js `truthy`).
+pub fn logic_truthy(value: &JValue) -> bool {
+    crate::jsonlogic::truthy(value)
+}
+
+/// Whether two values are the same value, as a later expression could tell them apart: variants,
+/// numbers (bit for bit but for NaN), strings, key order, and each array's sequence,
+/// constructor, keep-singleton, outer-wrapper and sorted-tuples flags. For the differential
+/// tests.
+#[doc(hidden)]
+pub fn identical(a: &JValue, b: &JValue) -> bool {
+    match (a, b) {
+        (JValue::Null, JValue::Null) | (JValue::Undefined, JValue::Undefined) => true,
+        (JValue::Bool(x), JValue::Bool(y)) => x == y,
+        (JValue::Number(x), JValue::Number(y)) => {
+            x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan())
+        }
+        (JValue::String(x), JValue::String(y)) => x == y,
+        (JValue::Array(x), JValue::Array(y)) => {
+            x.sequence == y.sequence
+                && x.cons == y.cons
+                && x.keep_singleton == y.keep_singleton
+                && x.outer_wrapper == y.outer_wrapper
+                && x.sorted_tuples == y.sorted_tuples
+                && x.len() == y.len()
+                && x.iter().zip(y.iter()).all(|(x, y)| identical(x, y))
+        }
+        (JValue::Object(x), JValue::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .zip(y.iter())
+                    .all(|((kx, vx), (ky, vy))| kx == ky && identical(vx, vy))
+        }
+        (
+            JValue::Regex {
+                pattern: p,
+                flags: f,
+            },
+            JValue::Regex {
+                pattern: q,
+                flags: g,
+            },
+        ) => p == q && f == g,
+        (JValue::Builtin { name: x }, JValue::Builtin { name: y }) => x == y,
+        _ => false,
+    }
+}
+
+/// One expression of the differential tests' corpus: where it comes from, its source, its
+/// compiled function (`None`: it stays interpreted, `why`), the input and bindings of its case
+/// (JSON text) if it has them.
+#[doc(hidden)]
+pub struct Case {
+    pub origin: &'static str,
+    pub source: &'static str,
+    pub native: Option<NativeFn>,
+    pub why: &'static str,
+    pub data: Option<&'static str>,
+    pub bindings: &'static str,
+}
+
+/// The first step of a path that starts with an expression other than a field or `$` (a call,
+/// a variable): evaluated by `step` once per item of an input array, or once over the whole
+/// input for a variable (`whole`) or the top-level input, as jsonata-js `evaluatePath` does.
+pub fn first_step(
+    data: &JValue,
+    whole: bool,
+    mut step: impl FnMut(&JValue) -> Result<JValue, EvaluatorError>,
+) -> Result<JValue, EvaluatorError> {
+    let bare;
+    let items: &[JValue] = match data {
+        JValue::Array(arr) if arr.outer_wrapper => {
+            bare = data.bare();
+            std::slice::from_ref(&bare)
+        }
+        JValue::Array(arr) if !whole => arr.as_slice(),
+        _ => std::slice::from_ref(data),
+    };
+    if let [item] = items {
+        return Ok(collect_single_step_result(step(item)?, false));
+    }
+    let mut values = Vec::with_capacity(items.len());
+    for item in items {
+        let value = step(item)?;
+        if !value.is_undefined() {
+            values.push(value);
+        }
+    }
+    check_sequence_length(values.len())?;
+    Ok(collect_step_results(values, false))
+}
+
+/// The field steps after a path's [`first_step`], each over the items of the step before.
+pub fn fields_after(first: JValue, steps: &[&str]) -> Result<JValue, EvaluatorError> {
+    let mut result = first;
+    for (index, field) in steps.iter().enumerate() {
+        if result.is_undefined() || matches!(&result, JValue::Array(arr) if arr.is_empty()) {
+            break;
+        }
+        let previous;
+        let items: &[JValue] = match &result {
+            JValue::Array(arr) => {
+                previous = arr.clone();
+                &previous
+            }
+            single => std::slice::from_ref(single),
+        };
+        let values = field_values(field, items)?;
+        check_sequence_length(values.len())?;
+        result = collect_step_results(values, index + 1 == steps.len());
+    }
+    Ok(result)
+}
+
+fn collect_single_step_result(value: JValue, last_step: bool) -> JValue {
+    match value {
+        JValue::Array(arr) if last_step && !arr.sequence => JValue::Array(arr),
+        JValue::Array(arr) if !arr.cons => JValue::Array(arr.fresh_sequence()),
+        JValue::Array(arr) => JValue::sequence(vec![JValue::Array(arr)]),
+        other => other,
+    }
+}
