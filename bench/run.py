@@ -213,8 +213,8 @@ def jsonata_micro():
     rust = subprocess.run([os.path.join(ROOT, "target", "release", "jsonata-bench"), "1000"], capture_output=True, text=True, check=True).stdout
     js_lib = os.path.join(ORIGINAL, "node_modules", "jsonata")
     js = subprocess.run(["node", os.path.join(ROOT, "bench", "jsonata-bench.js"), js_lib, "1000"], capture_output=True, text=True, check=True, cwd=os.path.join(ROOT, "bench")).stdout
-    parse = lambda text: {d["case"]: d["ns"] for d in map(json.loads, text.splitlines()) if text}
-    return parse(rust), parse(js)
+    parse = lambda text: {d["case"]: d for d in map(json.loads, text.splitlines()) if text}
+    return parse(rust), {case: d["ns"] for case, d in parse(js).items()}
 
 
 FANOUT_START, FANOUT_END = "<!-- bench:fanout:start -->", "<!-- bench:fanout:end -->"
@@ -452,54 +452,57 @@ def main():
                  f"and native-built (`mcpgraph build --native`, the graph's crate compiled by cargo). "
                  f"original ÷ built is the original's figure over the stub-built server's (over the `--small` one in its rows; higher is better for us); "
                  f"stub ÷ native is the stub-built server's figure over the native-built one's (1.00× is the same; above 1× the stub-built one "
-                 f"takes longer or more memory, or for calls/s answers faster). The machine is shared and noisy, so compare ratios, not times.")
+                 f"takes longer or more memory, or for calls/s answers faster); serve ÷ native is `mcpgraph serve`'s figure over the native-built "
+                 f"server's, whose expressions are compiled to Rust (docs/build.md), in the same sense. The machine is shared and noisy, so compare ratios, not times.")
     lines.append("")
-    lines.append("| measurement | original | `mcpgraph serve` | stub-built (`mcpgraph build`) | native-built (`build --native`) | floor (minimal rmcp server) | original ÷ built | stub ÷ native |")
-    lines.append("|---|---:|---:|---:|---:|---:|---:|---:|")
+    lines.append("| measurement | original | `mcpgraph serve` | stub-built (`mcpgraph build`) | native-built (`build --native`) | floor (minimal rmcp server) | original ÷ built | stub ÷ native | serve ÷ native |")
+    lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     cold = lambda name: med("transform", name, "cold_extra_median_ms") or med("transform", name, "cold_start_ms_median")
     lines.append(row(f"cold start, spawn → `initialize` answer (median of {3 if q else 12} spawns)",
                      *(f"{cold(name):.1f} ms" for name in ("original", "serve", "stub", "native", "floor")),
-                     ratio(cold("original"), cold("stub")), versus(cold("stub"), cold("native"))))
+                     ratio(cold("original"), cold("stub")), versus(cold("stub"), cold("native")), versus(cold("serve"), cold("native"))))
     for field, label in (("latency_median_ms_median", "p50"), ("latency_p99_ms_median", "p99")):
         v = lambda name: med("transform", name, field)
         lines.append(row(f"transform tool, {label} of {100 if q else 1000} sequential calls",
                          *(f"{v(name):.3f} ms" for name in ("original", "serve", "stub", "native", "floor")),
-                         ratio(v("original"), v("stub")), versus(v("stub"), v("native"))))
+                         ratio(v("original"), v("stub")), versus(v("stub"), v("native")), versus(v("serve"), v("native"))))
     for n in (100, 900):
         v = lambda name: med(f"loop{n}", name, "latency_median_ms_median")
         lines.append(row(f"`sum_to_n` n={n}, time per call (median)", f"{v('original'):.2f} ms",
                          *(f"{v(name):.3f} ms" for name in ("serve", "stub", "native")), "",
-                         ratio(v("original"), v("stub")), versus(v("stub"), v("native"))))
+                         ratio(v("original"), v("stub")), versus(v("stub"), v("native")), versus(v("serve"), v("native"))))
+    lines.append(row(f"`sum_to_n` n={n}: original ÷ native-built", "", "", "", "", "", ratio(v("original"), v("native")), "", "")) if n == 100 else None
     linear = lambda name: med("loop900", name, "latency_median_ms_median") / med("loop100", name, "latency_median_ms_median")
-    lines.append(row("n=900 ÷ n=100 (linear ≈ 9)", *(f"{linear(name):.1f}" for name in ("original", "serve", "stub", "native")), "", "", ""))
+    lines.append(row("n=900 ÷ n=100 (linear ≈ 9)", *(f"{linear(name):.1f}" for name in ("original", "serve", "stub", "native")), "", "", "", ""))
     rss = lambda name: med("transform", name, "rss_after_kib_median") / 1024
     lines.append(row(f"resident memory after {100 if q else 1000} calls",
                      *(f"{rss(name):.1f} MiB" for name in ("original", "serve", "stub", "native", "floor")),
-                     ratio(rss("original"), rss("stub")), versus(rss("stub"), rss("native"))))
+                     ratio(rss("original"), rss("stub")), versus(rss("stub"), rss("native")), versus(rss("serve"), rss("native"))))
     lines.append(row(f"resident memory after {100 if q else 1000} calls, built with `--small`", f"{rss('original'):.1f} MiB", "", "",
-                     f"{rss('small'):.1f} MiB", f"{rss('floor'):.1f} MiB", ratio(rss("original"), rss("small")), ""))
+                     f"{rss('small'):.1f} MiB", f"{rss('floor'):.1f} MiB", ratio(rss("original"), rss("small")), "", ""))
     p50 = lambda name: med("transform", name, "latency_median_ms_median")
     lines.append(row("transform tool p50, built with `--small`", f"{p50('original'):.3f} ms", "", "", f"{p50('small'):.3f} ms",
-                     f"{p50('floor'):.3f} ms", ratio(p50("original"), p50("small")), ""))
+                     f"{p50('floor'):.3f} ms", ratio(p50("original"), p50("small")), "", ""))
     lines.append(row("build time with `--small` (fat LTO over the whole runtime when the graph or the runtime changed)",
-                     "", "", "", duration(small_s), "", "", ""))
+                     "", "", "", duration(small_s), "", "", "", ""))
     lrss = lambda name: med("loop100", name, "rss_after_kib_median") / 1024
     lines.append(row("resident memory after the n=100 loop calls", *(f"{lrss(name):.1f} MiB" for name in ("original", "serve", "stub", "native")),
-                     "", ratio(lrss("original"), lrss("stub")), versus(lrss("stub"), lrss("native"))))
+                     "", ratio(lrss("original"), lrss("stub")), versus(lrss("stub"), lrss("native")), versus(lrss("serve"), lrss("native"))))
     tput = lambda name: 50 / conc[name][0]
     lines.append(row("50 concurrent calls (a 43-node loop each): calls/s, wrong or failed answers",
                      *(f"{tput(name):.0f}/s, {conc[name][1]} wrong" for name in ("original", "serve", "stub", "native")), "",
-                     ratio(tput("stub"), tput("original")), versus(tput("stub"), tput("native"))))
+                     ratio(tput("stub"), tput("original")), versus(tput("stub"), tput("native")), versus(tput("serve"), tput("native"))))
     lines.append("")
     lines.append(build_block(build_fig))
     lines.append("")
     lines.append("JSONata micro-benchmarks (ns per evaluation, pre-parsed expression; ours with the history functions registered, as in a run):")
     lines.append("")
-    lines.append("| expression | jsonata-js 2.2 (node) | mcpgraph (jsonata-core) | ratio |")
-    lines.append("|---|---:|---:|---:|")
-    for case, ns in rust_ns.items():
-        theirs = js_ns.get(case)
-        lines.append(f"| {case} | {theirs:,.0f} | {ns:,.0f} | {ratio(theirs, ns) if theirs else 'n/a'} |")
+    lines.append("| expression | jsonata-js 2.2 (node) | mcpgraph interpreted (jsonata-core) | mcpgraph compiled (`--native`) | jsonata-js ÷ interpreted | interpreted ÷ compiled |")
+    lines.append("|---|---:|---:|---:|---:|---:|")
+    for case, d in rust_ns.items():
+        theirs, ns, compiled = js_ns.get(case), d["ns"], d.get("compiled_ns")
+        lines.append(f"| {case} | {theirs:,.0f} | {ns:,.0f} | {f'{compiled:,.0f}' if compiled else 'interpreted'} | "
+                     f"{ratio(theirs, ns) if theirs else 'n/a'} | {ratio(ns, compiled) if compiled else ''} |")
     lines.append("")
     lines.append(fanout_block)
     table = "\n".join(lines) + "\n"

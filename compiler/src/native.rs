@@ -362,6 +362,12 @@ fn takes_context(name: &str, args: usize) -> bool {
     }
 }
 
+/// `$sum`, `$max`, `$min`, `$average` of one path: jsonata-core fuses the path into the
+/// aggregate, which reads nested arrays otherwise than the path does; left to it.
+fn fused_aggregate(name: &str, args: &[AstNode]) -> bool {
+    matches!(name, "sum" | "max" | "min" | "average") && matches!(args, [AstNode::Path { .. }])
+}
+
 fn is_function_name(name: &str) -> bool {
     BUILTINS.contains(&name) || HISTORY_FUNCTIONS.contains(&name) || HOST_FUNCTIONS.contains(&name)
 }
@@ -473,7 +479,10 @@ impl Emitter {
                 name,
                 args,
                 is_builtin: true,
-            } if VALUE_BUILTINS.contains(&name.as_str()) && !takes_context(name, args.len()) => {
+            } if VALUE_BUILTINS.contains(&name.as_str())
+                && !takes_context(name, args.len())
+                && !fused_aggregate(name, args) =>
+            {
                 let mut values = Vec::with_capacity(args.len());
                 for arg in args {
                     if matches!(arg, AstNode::Placeholder) {

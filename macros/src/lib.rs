@@ -209,3 +209,57 @@ fn differential_corpus(input: TokenStream) -> Result<proc_macro2::TokenStream, S
         }
     })
 }
+
+/// For mcpgraph's benchmarks, not an API: `__compiled_expressions!("cases.json")` (relative to
+/// the crate's `Cargo.toml`; a JSON array of objects with an `expr`) expands to `compiled`, a
+/// module whose `EXPRS` holds each expression with its compiled function (`None` where it stays
+/// interpreted).
+#[doc(hidden)]
+#[proc_macro]
+pub fn __compiled_expressions(input: TokenStream) -> TokenStream {
+    match compiled_expressions(input) {
+        Ok(tokens) => tokens.into(),
+        Err(message) => quote::quote!(::std::compile_error!(#message);).into(),
+    }
+}
+
+fn compiled_expressions(input: TokenStream) -> Result<proc_macro2::TokenStream, String> {
+    use mcpgraph_compiler::native;
+    use quote::{format_ident, quote};
+    let literal = syn::parse::<syn::LitStr>(input).map_err(|e| e.to_string())?;
+    let base = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".into());
+    let path = std::path::Path::new(&base).join(literal.value());
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let cases: Vec<serde_json::Value> =
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut functions = Vec::new();
+    let mut entries = Vec::new();
+    for case in &cases {
+        let Some(source) = case.get("expr").and_then(|e| e.as_str()) else {
+            continue;
+        };
+        let compiled = mcpgraph_compiler::expr::Expr::parse(source)
+            .map_err(native::Unsupported)
+            .and_then(|expr| native::function(&expr.ast));
+        let native = match compiled {
+            Ok(body) => {
+                let name = format_ident!("e{}", functions.len());
+                functions.push(native::function_item(&name, &[], body));
+                quote!(::std::option::Option::Some(#name as rt::NativeFn))
+            }
+            Err(_) => quote!(::std::option::Option::None),
+        };
+        entries.push(quote!((#source, #native)));
+    }
+    let tracked = path.to_string_lossy().into_owned();
+    Ok(quote! {
+        #[allow(unused_variables, unused_braces, unreachable_code, clippy::all)]
+        pub mod compiled {
+            use ::mcpgraph_runtime::__private::native as rt;
+            const _: &[u8] = include_bytes!(#tracked);
+            /// Each expression with its compiled function, in the file's order.
+            pub const EXPRS: &[(&str, ::std::option::Option<rt::NativeFn>)] = &[#(#entries),*];
+            #(#functions)*
+        }
+    })
+}

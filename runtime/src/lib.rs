@@ -85,6 +85,7 @@ pub mod __private {
     pub use crate::graph::{EmbeddedGraph, GraphHandle, TypedTools};
     pub use crate::native;
     pub use crate::standalone::{main, main_attached, main_native};
+    pub use mcpgraph_macros::__compiled_expressions as compiled_expressions;
     pub use mcpgraph_macros::__differential_corpus as differential_corpus;
     pub use serde;
     pub use serde_json;

@@ -1,6 +1,10 @@
 //! ns per evaluation of typical graph expressions through mcpgraph's JSONata layer (jsonata-core
-//! with the history functions registered, one evaluator reused as a run does). The same cases
-//! run under node with jsonata-js (`bench/jsonata-bench.js`); `scripts/bench` compares them.
+//! with the history functions registered, one evaluator reused as a run does), interpreted and
+//! compiled to Rust as `build --native` compiles them (`compiled_ns`, absent for an expression
+//! outside the compiled subset). The same cases run under node with jsonata-js
+//! (`bench/jsonata-bench.js`); `scripts/bench` compares them.
+
+mcpgraph_runtime::__private::compiled_expressions!("src/cases.json");
 
 use jsonata_core::value::JValue;
 use mcpgraph_compiler::ir::{Expr, NodeId};
@@ -66,24 +70,42 @@ fn main() {
             other => to_jvalue(other),
         };
         let mut jsonata = Jsonata::new(Some(&history), Settings::default());
-        // Warm up, then time batches until the budget is spent.
-        let check = jsonata.eval(&expr, &data).expect("the case evaluates");
-        assert!(!check.is_undefined(), "{name}");
-        let mut iterations = 0u64;
-        let started = Instant::now();
-        while started.elapsed() < budget {
-            for _ in 0..16 {
-                let v = jsonata.eval(&expr, &data).expect("evaluates");
-                std::hint::black_box(v);
-            }
-            iterations += 16;
+        let (ns, iterations) = timed(&mut jsonata, &expr, &data, budget);
+        let native = compiled::EXPRS
+            .iter()
+            .find(|(source, _)| *source == expr.source)
+            .and_then(|(_, native)| *native);
+        let mut line = json!({"case": name, "ns": ns.round(), "iterations": iterations});
+        if let Some(native) = native {
+            let compiled = Expr {
+                native: Some(native),
+                ..expr.clone()
+            };
+            let mut jsonata = Jsonata::new(Some(&history), Settings::default());
+            let (ns, _) = timed(&mut jsonata, &compiled, &data, budget);
+            line["compiled_ns"] = json!(ns.round());
         }
-        let ns = started.elapsed().as_nanos() as f64 / iterations as f64;
-        println!(
-            "{}",
-            json!({"case": name, "ns": ns.round(), "iterations": iterations})
-        );
+        println!("{line}");
     }
+}
+
+/// ns per evaluation of `expr` (after a warm-up), batches timed until `budget` is spent.
+fn timed(jsonata: &mut Jsonata, expr: &Expr, data: &JValue, budget: Duration) -> (f64, u64) {
+    let check = jsonata.eval(expr, data).expect("the case evaluates");
+    assert!(!check.is_undefined(), "{}", expr.source);
+    let mut iterations = 0u64;
+    let started = Instant::now();
+    while started.elapsed() < budget {
+        for _ in 0..16 {
+            let v = jsonata.eval(expr, data).expect("evaluates");
+            std::hint::black_box(v);
+        }
+        iterations += 16;
+    }
+    (
+        started.elapsed().as_nanos() as f64 / iterations as f64,
+        iterations,
+    )
 }
 
 fn record(node: NodeId, output: JValue) -> Record {
