@@ -57,6 +57,9 @@ pub struct GraphTools {
 }
 impl ::mcpgraph_runtime::__private::TypedTools for GraphTools {
     const IR: &'static str = "<the graph's IR as JSON>";
+    const NATIVES: ::std::option::Option<
+        &'static ::mcpgraph_runtime::__private::native::Natives,
+    > = ::std::option::Option::Some(&__mcpg_native::NATIVES);
     fn from_handle(__mcpg_handle: ::mcpgraph_runtime::__private::GraphHandle) -> Self {
         Self { __mcpg_handle }
     }
@@ -76,5 +79,120 @@ impl GraphTools {
                 input,
             )
             .await
+    }
+}
+/// The graph's expressions and switch rules compiled to Rust.
+#[doc(hidden)]
+#[allow(unused_variables, unused_braces, unreachable_code, clippy::all)]
+mod __mcpg_native {
+    use ::mcpgraph_runtime::__private::native as rt;
+    /// The graph's expressions compiled to Rust (by source) and its switch rules (by their
+    /// canonical text), which the runtime gives the graph when it loads it.
+    pub const NATIVES: rt::Natives = rt::Natives {
+        exprs: &[
+            rt::NativeExpr {
+                source: "entry.formal",
+                eval: expr_0,
+            },
+            rt::NativeExpr {
+                source: "{ \"greeting\": \"Good day, \" & entry.name & \".\" }",
+                eval: expr_1,
+            },
+            rt::NativeExpr {
+                source: "{ \"greeting\": \"Hi \" & entry.name & \"!\" }",
+                eval: expr_2,
+            },
+        ],
+        rules: &[
+            rt::NativeRule {
+                key: "{\"==\":[{\"var\":\"entry.formal\"},true]}",
+                eval: rule_0,
+            },
+        ],
+    };
+    /// ```jsonata
+    /// entry.formal
+    /// ```
+    /// At examples/greeting_next.yaml:24:13 (var of condition 0 of node `tone`).
+    fn expr_0(
+        host: &mut dyn rt::NativeHost,
+        input: &rt::JValue,
+    ) -> ::std::result::Result<rt::JValue, rt::Error> {
+        let data = &rt::input(input);
+        ::std::result::Result::Ok(
+            rt::unwrap(rt::fields(data, &["entry", "formal"], false)?),
+        )
+    }
+    /// ```jsonata
+    /// { "greeting": "Good day, " & entry.name & "." }
+    /// ```
+    /// At examples/greeting_next.yaml:30:13 (transform of node `formal`).
+    fn expr_1(
+        host: &mut dyn rt::NativeHost,
+        input: &rt::JValue,
+    ) -> ::std::result::Result<rt::JValue, rt::Error> {
+        let data = &rt::input(input);
+        ::std::result::Result::Ok({
+            let context_1 = rt::object_context(data);
+            let mut object = rt::Object::with_capacity(1usize);
+            object
+                .pair(
+                    "greeting",
+                    rt::concat(
+                        &rt::concat(
+                            &rt::JValue::string("Good day, "),
+                            &rt::unwrap(
+                                rt::fields(&context_1, &["entry", "name"], false)?,
+                            ),
+                        )?,
+                        &rt::JValue::string("."),
+                    )?,
+                );
+            object.finish()
+        })
+    }
+    /// ```jsonata
+    /// { "greeting": "Hi " & entry.name & "!" }
+    /// ```
+    /// At examples/greeting_next.yaml:34:13 (transform of node `casual`).
+    fn expr_2(
+        host: &mut dyn rt::NativeHost,
+        input: &rt::JValue,
+    ) -> ::std::result::Result<rt::JValue, rt::Error> {
+        let data = &rt::input(input);
+        ::std::result::Result::Ok({
+            let context_1 = rt::object_context(data);
+            let mut object = rt::Object::with_capacity(1usize);
+            object
+                .pair(
+                    "greeting",
+                    rt::concat(
+                        &rt::concat(
+                            &rt::JValue::string("Hi "),
+                            &rt::unwrap(
+                                rt::fields(&context_1, &["entry", "name"], false)?,
+                            ),
+                        )?,
+                        &rt::JValue::string("!"),
+                    )?,
+                );
+            object.finish()
+        })
+    }
+    /// ```jsonata
+    /// {"==":[{"var":"entry.formal"},true]}
+    /// ```
+    /// At examples/greeting_next.yaml:24:13 (rule of condition 0 of node `tone`).
+    fn rule_0(
+        host: &mut dyn rt::NativeHost,
+        data: &rt::JValue,
+    ) -> ::std::result::Result<rt::JValue, rt::RuleFailure> {
+        ::std::result::Result::Ok(
+            rt::logic(
+                rt::Op::Eq,
+                &[rt::rule_var(expr_0(host, data), "entry.formal")?, rt::json("true")],
+                data,
+            )?,
+        )
     }
 }

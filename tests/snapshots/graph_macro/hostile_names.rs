@@ -1355,6 +1355,9 @@ pub struct GraphTools {
 }
 impl ::mcpgraph_runtime::__private::TypedTools for GraphTools {
     const IR: &'static str = "<the graph's IR as JSON>";
+    const NATIVES: ::std::option::Option<
+        &'static ::mcpgraph_runtime::__private::native::Natives,
+    > = ::std::option::Option::Some(&__mcpg_native::NATIVES);
     fn from_handle(__mcpg_handle: ::mcpgraph_runtime::__private::GraphHandle) -> Self {
         Self { __mcpg_handle }
     }
@@ -1566,5 +1569,354 @@ impl GraphTools {
                 input,
             )
             .await
+    }
+}
+/// The graph's expressions and switch rules compiled to Rust.
+#[doc(hidden)]
+#[allow(unused_variables, unused_braces, unreachable_code, clippy::all)]
+mod __mcpg_native {
+    use ::mcpgraph_runtime::__private::native as rt;
+    /// The graph's expressions compiled to Rust (by source) and its switch rules (by their
+    /// canonical text), which the runtime gives the graph when it loads it.
+    pub const NATIVES: rt::Natives = rt::Natives {
+        exprs: &[
+            rt::NativeExpr {
+                source: "{ \"tool\": \"graph\", \"echo\": $.entry }",
+                eval: expr_0,
+            },
+            rt::NativeExpr {
+                source: "{ \"tool\": \"tools\", \"echo\": $.entry }",
+                eval: expr_1,
+            },
+            rt::NativeExpr {
+                source: "{ \"tool\": \"new\", \"echo\": $.entry }",
+                eval: expr_2,
+            },
+            rt::NativeExpr {
+                source: "{ \"tool\": \"sumToN\", \"echo\": $.entry }",
+                eval: expr_3,
+            },
+            rt::NativeExpr {
+                source: "{ \"tool\": \"a-b\", \"echo\": $.entry }",
+                eval: expr_4,
+            },
+            rt::NativeExpr {
+                source: "{ \"tool\": \"a_b\", \"echo\": $.entry }",
+                eval: expr_5,
+            },
+            rt::NativeExpr {
+                source: "{ \"tool\": \"serve_stdio\", \"echo\": $.entry }",
+                eval: expr_6,
+            },
+            rt::NativeExpr {
+                source: "{ \"tool\": \"HTTPServer\", \"echo\": $.entry }",
+                eval: expr_7,
+            },
+            rt::NativeExpr {
+                source: "{ \"tool\": \"call_json\", \"echo\": $.entry }",
+                eval: expr_8,
+            },
+            rt::NativeExpr {
+                source: "{ \"tool\": \"main\", \"echo\": $.entry }",
+                eval: expr_9,
+            },
+            rt::NativeExpr {
+                source: "{ \"tool\": \"self\", \"echo\": $.entry }",
+                eval: expr_10,
+            },
+            rt::NativeExpr {
+                source: "{ \"tool\": \"type\", \"echo\": $.entry }",
+                eval: expr_11,
+            },
+            rt::NativeExpr {
+                source: "{ \"tool\": \"9lives\", \"echo\": $.entry }",
+                eval: expr_12,
+            },
+            rt::NativeExpr {
+                source: "{ \"tool\": \"Graph\", \"echo\": $.entry }",
+                eval: expr_13,
+            },
+            rt::NativeExpr {
+                source: "{ \"tool\": \"engine\", \"echo\": $.entry }",
+                eval: expr_14,
+            },
+            rt::NativeExpr {
+                source: "{ \"tool\": \"GRAPH\", \"echo\": $.entry }",
+                eval: expr_15,
+            },
+        ],
+        rules: &[],
+    };
+    /// ```jsonata
+    /// { "tool": "graph", "echo": $.entry }
+    /// ```
+    /// At tests/graphs/hostile_names.yaml:30:15 (transform of node `tag`).
+    fn expr_0(
+        host: &mut dyn rt::NativeHost,
+        input: &rt::JValue,
+    ) -> ::std::result::Result<rt::JValue, rt::Error> {
+        let data = &rt::input(input);
+        ::std::result::Result::Ok({
+            let context_1 = rt::object_context(data);
+            let mut object = rt::Object::with_capacity(2usize);
+            object.pair("tool", rt::JValue::string("graph"));
+            object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
+            object.finish()
+        })
+    }
+    /// ```jsonata
+    /// { "tool": "tools", "echo": $.entry }
+    /// ```
+    /// At tests/graphs/hostile_names.yaml:54:15 (transform of node `tag`).
+    fn expr_1(
+        host: &mut dyn rt::NativeHost,
+        input: &rt::JValue,
+    ) -> ::std::result::Result<rt::JValue, rt::Error> {
+        let data = &rt::input(input);
+        ::std::result::Result::Ok({
+            let context_1 = rt::object_context(data);
+            let mut object = rt::Object::with_capacity(2usize);
+            object.pair("tool", rt::JValue::string("tools"));
+            object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
+            object.finish()
+        })
+    }
+    /// ```jsonata
+    /// { "tool": "new", "echo": $.entry }
+    /// ```
+    /// At tests/graphs/hostile_names.yaml:78:15 (transform of node `tag`).
+    fn expr_2(
+        host: &mut dyn rt::NativeHost,
+        input: &rt::JValue,
+    ) -> ::std::result::Result<rt::JValue, rt::Error> {
+        let data = &rt::input(input);
+        ::std::result::Result::Ok({
+            let context_1 = rt::object_context(data);
+            let mut object = rt::Object::with_capacity(2usize);
+            object.pair("tool", rt::JValue::string("new"));
+            object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
+            object.finish()
+        })
+    }
+    /// ```jsonata
+    /// { "tool": "sumToN", "echo": $.entry }
+    /// ```
+    /// At tests/graphs/hostile_names.yaml:102:15 (transform of node `tag`).
+    fn expr_3(
+        host: &mut dyn rt::NativeHost,
+        input: &rt::JValue,
+    ) -> ::std::result::Result<rt::JValue, rt::Error> {
+        let data = &rt::input(input);
+        ::std::result::Result::Ok({
+            let context_1 = rt::object_context(data);
+            let mut object = rt::Object::with_capacity(2usize);
+            object.pair("tool", rt::JValue::string("sumToN"));
+            object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
+            object.finish()
+        })
+    }
+    /// ```jsonata
+    /// { "tool": "a-b", "echo": $.entry }
+    /// ```
+    /// At tests/graphs/hostile_names.yaml:126:15 (transform of node `tag`).
+    fn expr_4(
+        host: &mut dyn rt::NativeHost,
+        input: &rt::JValue,
+    ) -> ::std::result::Result<rt::JValue, rt::Error> {
+        let data = &rt::input(input);
+        ::std::result::Result::Ok({
+            let context_1 = rt::object_context(data);
+            let mut object = rt::Object::with_capacity(2usize);
+            object.pair("tool", rt::JValue::string("a-b"));
+            object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
+            object.finish()
+        })
+    }
+    /// ```jsonata
+    /// { "tool": "a_b", "echo": $.entry }
+    /// ```
+    /// At tests/graphs/hostile_names.yaml:150:15 (transform of node `tag`).
+    fn expr_5(
+        host: &mut dyn rt::NativeHost,
+        input: &rt::JValue,
+    ) -> ::std::result::Result<rt::JValue, rt::Error> {
+        let data = &rt::input(input);
+        ::std::result::Result::Ok({
+            let context_1 = rt::object_context(data);
+            let mut object = rt::Object::with_capacity(2usize);
+            object.pair("tool", rt::JValue::string("a_b"));
+            object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
+            object.finish()
+        })
+    }
+    /// ```jsonata
+    /// { "tool": "serve_stdio", "echo": $.entry }
+    /// ```
+    /// At tests/graphs/hostile_names.yaml:174:15 (transform of node `tag`).
+    fn expr_6(
+        host: &mut dyn rt::NativeHost,
+        input: &rt::JValue,
+    ) -> ::std::result::Result<rt::JValue, rt::Error> {
+        let data = &rt::input(input);
+        ::std::result::Result::Ok({
+            let context_1 = rt::object_context(data);
+            let mut object = rt::Object::with_capacity(2usize);
+            object.pair("tool", rt::JValue::string("serve_stdio"));
+            object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
+            object.finish()
+        })
+    }
+    /// ```jsonata
+    /// { "tool": "HTTPServer", "echo": $.entry }
+    /// ```
+    /// At tests/graphs/hostile_names.yaml:198:15 (transform of node `tag`).
+    fn expr_7(
+        host: &mut dyn rt::NativeHost,
+        input: &rt::JValue,
+    ) -> ::std::result::Result<rt::JValue, rt::Error> {
+        let data = &rt::input(input);
+        ::std::result::Result::Ok({
+            let context_1 = rt::object_context(data);
+            let mut object = rt::Object::with_capacity(2usize);
+            object.pair("tool", rt::JValue::string("HTTPServer"));
+            object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
+            object.finish()
+        })
+    }
+    /// ```jsonata
+    /// { "tool": "call_json", "echo": $.entry }
+    /// ```
+    /// At tests/graphs/hostile_names.yaml:222:15 (transform of node `tag`).
+    fn expr_8(
+        host: &mut dyn rt::NativeHost,
+        input: &rt::JValue,
+    ) -> ::std::result::Result<rt::JValue, rt::Error> {
+        let data = &rt::input(input);
+        ::std::result::Result::Ok({
+            let context_1 = rt::object_context(data);
+            let mut object = rt::Object::with_capacity(2usize);
+            object.pair("tool", rt::JValue::string("call_json"));
+            object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
+            object.finish()
+        })
+    }
+    /// ```jsonata
+    /// { "tool": "main", "echo": $.entry }
+    /// ```
+    /// At tests/graphs/hostile_names.yaml:246:15 (transform of node `tag`).
+    fn expr_9(
+        host: &mut dyn rt::NativeHost,
+        input: &rt::JValue,
+    ) -> ::std::result::Result<rt::JValue, rt::Error> {
+        let data = &rt::input(input);
+        ::std::result::Result::Ok({
+            let context_1 = rt::object_context(data);
+            let mut object = rt::Object::with_capacity(2usize);
+            object.pair("tool", rt::JValue::string("main"));
+            object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
+            object.finish()
+        })
+    }
+    /// ```jsonata
+    /// { "tool": "self", "echo": $.entry }
+    /// ```
+    /// At tests/graphs/hostile_names.yaml:270:15 (transform of node `tag`).
+    fn expr_10(
+        host: &mut dyn rt::NativeHost,
+        input: &rt::JValue,
+    ) -> ::std::result::Result<rt::JValue, rt::Error> {
+        let data = &rt::input(input);
+        ::std::result::Result::Ok({
+            let context_1 = rt::object_context(data);
+            let mut object = rt::Object::with_capacity(2usize);
+            object.pair("tool", rt::JValue::string("self"));
+            object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
+            object.finish()
+        })
+    }
+    /// ```jsonata
+    /// { "tool": "type", "echo": $.entry }
+    /// ```
+    /// At tests/graphs/hostile_names.yaml:294:15 (transform of node `tag`).
+    fn expr_11(
+        host: &mut dyn rt::NativeHost,
+        input: &rt::JValue,
+    ) -> ::std::result::Result<rt::JValue, rt::Error> {
+        let data = &rt::input(input);
+        ::std::result::Result::Ok({
+            let context_1 = rt::object_context(data);
+            let mut object = rt::Object::with_capacity(2usize);
+            object.pair("tool", rt::JValue::string("type"));
+            object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
+            object.finish()
+        })
+    }
+    /// ```jsonata
+    /// { "tool": "9lives", "echo": $.entry }
+    /// ```
+    /// At tests/graphs/hostile_names.yaml:318:15 (transform of node `tag`).
+    fn expr_12(
+        host: &mut dyn rt::NativeHost,
+        input: &rt::JValue,
+    ) -> ::std::result::Result<rt::JValue, rt::Error> {
+        let data = &rt::input(input);
+        ::std::result::Result::Ok({
+            let context_1 = rt::object_context(data);
+            let mut object = rt::Object::with_capacity(2usize);
+            object.pair("tool", rt::JValue::string("9lives"));
+            object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
+            object.finish()
+        })
+    }
+    /// ```jsonata
+    /// { "tool": "Graph", "echo": $.entry }
+    /// ```
+    /// At tests/graphs/hostile_names.yaml:342:15 (transform of node `tag`).
+    fn expr_13(
+        host: &mut dyn rt::NativeHost,
+        input: &rt::JValue,
+    ) -> ::std::result::Result<rt::JValue, rt::Error> {
+        let data = &rt::input(input);
+        ::std::result::Result::Ok({
+            let context_1 = rt::object_context(data);
+            let mut object = rt::Object::with_capacity(2usize);
+            object.pair("tool", rt::JValue::string("Graph"));
+            object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
+            object.finish()
+        })
+    }
+    /// ```jsonata
+    /// { "tool": "engine", "echo": $.entry }
+    /// ```
+    /// At tests/graphs/hostile_names.yaml:366:15 (transform of node `tag`).
+    fn expr_14(
+        host: &mut dyn rt::NativeHost,
+        input: &rt::JValue,
+    ) -> ::std::result::Result<rt::JValue, rt::Error> {
+        let data = &rt::input(input);
+        ::std::result::Result::Ok({
+            let context_1 = rt::object_context(data);
+            let mut object = rt::Object::with_capacity(2usize);
+            object.pair("tool", rt::JValue::string("engine"));
+            object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
+            object.finish()
+        })
+    }
+    /// ```jsonata
+    /// { "tool": "GRAPH", "echo": $.entry }
+    /// ```
+    /// At tests/graphs/hostile_names.yaml:390:15 (transform of node `tag`).
+    fn expr_15(
+        host: &mut dyn rt::NativeHost,
+        input: &rt::JValue,
+    ) -> ::std::result::Result<rt::JValue, rt::Error> {
+        let data = &rt::input(input);
+        ::std::result::Result::Ok({
+            let context_1 = rt::object_context(data);
+            let mut object = rt::Object::with_capacity(2usize);
+            object.pair("tool", rt::JValue::string("GRAPH"));
+            object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
+            object.finish()
+        })
     }
 }

@@ -52,6 +52,9 @@ pub struct GraphTools {
 }
 impl ::mcpgraph_runtime::__private::TypedTools for GraphTools {
     const IR: &'static str = "<the graph's IR as JSON>";
+    const NATIVES: ::std::option::Option<
+        &'static ::mcpgraph_runtime::__private::native::Natives,
+    > = ::std::option::Option::Some(&__mcpg_native::NATIVES);
     fn from_handle(__mcpg_handle: ::mcpgraph_runtime::__private::GraphHandle) -> Self {
         Self { __mcpg_handle }
     }
@@ -71,5 +74,226 @@ impl GraphTools {
                 input,
             )
             .await
+    }
+}
+/// The graph's expressions and switch rules compiled to Rust.
+#[doc(hidden)]
+#[allow(unused_variables, unused_braces, unreachable_code, clippy::all)]
+mod __mcpg_native {
+    use ::mcpgraph_runtime::__private::native as rt;
+    /// The graph's expressions compiled to Rust (by source) and its switch rules (by their
+    /// canonical text), which the runtime gives the graph when it loads it.
+    pub const NATIVES: rt::Natives = rt::Natives {
+        exprs: &[
+            rt::NativeExpr {
+                source: "$executionCount(\"increment_node\") = 0\n  ? { \"counter\": 1, \"sum\": 1, \"target\": $.entry_sum.n }\n  : {\n      \"counter\": $nodeExecution(\"increment_node\", -1).counter + 1,\n      \"sum\": $nodeExecution(\"increment_node\", -1).sum + $nodeExecution(\"increment_node\", -1).counter + 1,\n      \"target\": $.entry_sum.n\n    }\n",
+                eval: expr_0,
+            },
+            rt::NativeExpr {
+                source: "$.increment_node.counter",
+                eval: expr_1,
+            },
+            rt::NativeExpr {
+                source: "$.increment_node.target",
+                eval: expr_2,
+            },
+            rt::NativeExpr {
+                source: "{ \"sum\": $.increment_node.sum }",
+                eval: expr_3,
+            },
+        ],
+        rules: &[
+            rt::NativeRule {
+                key: "{\"<\":[{\"var\":\"$.increment_node.counter\"},{\"var\":\"$.increment_node.target\"}]}",
+                eval: rule_0,
+            },
+        ],
+    };
+    /// ```jsonata
+    /// $executionCount("increment_node") = 0
+    ///   ? { "counter": 1, "sum": 1, "target": $.entry_sum.n }
+    ///   : {
+    ///       "counter": $nodeExecution("increment_node", -1).counter + 1,
+    ///       "sum": $nodeExecution("increment_node", -1).sum + $nodeExecution("increment_node", -1).counter + 1,
+    ///       "target": $.entry_sum.n
+    ///     }
+    /// ```
+    /// At examples/loop.yaml:27:13 (transform of node `increment_node`).
+    fn expr_0(
+        host: &mut dyn rt::NativeHost,
+        input: &rt::JValue,
+    ) -> ::std::result::Result<rt::JValue, rt::Error> {
+        let data = &rt::input(input);
+        ::std::result::Result::Ok(
+            if rt::truthy(
+                &rt::eq(
+                    &{
+                        let args = [rt::JValue::string("increment_node")];
+                        rt::unwrap(host.call("executionCount", &args)?)
+                    },
+                    &rt::JValue::Number(0f64),
+                ),
+            ) {
+                {
+                    let context_1 = rt::object_context(data);
+                    let mut object = rt::Object::with_capacity(3usize);
+                    object.pair("counter", rt::JValue::Number(1f64));
+                    object.pair("sum", rt::JValue::Number(1f64));
+                    object
+                        .pair(
+                            "target",
+                            rt::unwrap(
+                                rt::fields(&context_1, &["entry_sum", "n"], true)?,
+                            ),
+                        );
+                    object.finish()
+                }
+            } else {
+                {
+                    let context_2 = rt::object_context(data);
+                    let mut object = rt::Object::with_capacity(3usize);
+                    object
+                        .pair(
+                            "counter",
+                            rt::arith(
+                                rt::Arith::Add,
+                                &rt::unwrap(
+                                    rt::fields_after(
+                                        rt::first_step(
+                                            &context_2,
+                                            false,
+                                            |item_2| ::std::result::Result::Ok({
+                                                let args = [
+                                                    rt::JValue::string("increment_node"),
+                                                    rt::negate(&rt::JValue::Number(1f64))?,
+                                                ];
+                                                rt::unwrap(host.call("nodeExecution", &args)?)
+                                            }),
+                                        )?,
+                                        &["counter"],
+                                    )?,
+                                ),
+                                &rt::JValue::Number(1f64),
+                            )?,
+                        );
+                    object
+                        .pair(
+                            "sum",
+                            rt::arith(
+                                rt::Arith::Add,
+                                &rt::arith(
+                                    rt::Arith::Add,
+                                    &rt::unwrap(
+                                        rt::fields_after(
+                                            rt::first_step(
+                                                &context_2,
+                                                false,
+                                                |item_3| ::std::result::Result::Ok({
+                                                    let args = [
+                                                        rt::JValue::string("increment_node"),
+                                                        rt::negate(&rt::JValue::Number(1f64))?,
+                                                    ];
+                                                    rt::unwrap(host.call("nodeExecution", &args)?)
+                                                }),
+                                            )?,
+                                            &["sum"],
+                                        )?,
+                                    ),
+                                    &rt::unwrap(
+                                        rt::fields_after(
+                                            rt::first_step(
+                                                &context_2,
+                                                false,
+                                                |item_4| ::std::result::Result::Ok({
+                                                    let args = [
+                                                        rt::JValue::string("increment_node"),
+                                                        rt::negate(&rt::JValue::Number(1f64))?,
+                                                    ];
+                                                    rt::unwrap(host.call("nodeExecution", &args)?)
+                                                }),
+                                            )?,
+                                            &["counter"],
+                                        )?,
+                                    ),
+                                )?,
+                                &rt::JValue::Number(1f64),
+                            )?,
+                        );
+                    object
+                        .pair(
+                            "target",
+                            rt::unwrap(
+                                rt::fields(&context_2, &["entry_sum", "n"], true)?,
+                            ),
+                        );
+                    object.finish()
+                }
+            },
+        )
+    }
+    /// ```jsonata
+    /// $.increment_node.counter
+    /// ```
+    /// At examples/loop.yaml:39:13 (var of condition 0 of node `check_condition`).
+    fn expr_1(
+        host: &mut dyn rt::NativeHost,
+        input: &rt::JValue,
+    ) -> ::std::result::Result<rt::JValue, rt::Error> {
+        let data = &rt::input(input);
+        ::std::result::Result::Ok(
+            rt::unwrap(rt::fields(data, &["increment_node", "counter"], true)?),
+        )
+    }
+    /// ```jsonata
+    /// $.increment_node.target
+    /// ```
+    /// At examples/loop.yaml:39:13 (var of condition 0 of node `check_condition`).
+    fn expr_2(
+        host: &mut dyn rt::NativeHost,
+        input: &rt::JValue,
+    ) -> ::std::result::Result<rt::JValue, rt::Error> {
+        let data = &rt::input(input);
+        ::std::result::Result::Ok(
+            rt::unwrap(rt::fields(data, &["increment_node", "target"], true)?),
+        )
+    }
+    /// ```jsonata
+    /// { "sum": $.increment_node.sum }
+    /// ```
+    /// At examples/loop.yaml:45:13 (transform of node `exit_transform`).
+    fn expr_3(
+        host: &mut dyn rt::NativeHost,
+        input: &rt::JValue,
+    ) -> ::std::result::Result<rt::JValue, rt::Error> {
+        let data = &rt::input(input);
+        ::std::result::Result::Ok({
+            let context_1 = rt::object_context(data);
+            let mut object = rt::Object::with_capacity(1usize);
+            object
+                .pair(
+                    "sum",
+                    rt::unwrap(rt::fields(&context_1, &["increment_node", "sum"], true)?),
+                );
+            object.finish()
+        })
+    }
+    /// ```jsonata
+    /// {"<":[{"var":"$.increment_node.counter"},{"var":"$.increment_node.target"}]}
+    /// ```
+    /// At examples/loop.yaml:39:13 (rule of condition 0 of node `check_condition`).
+    fn rule_0(
+        host: &mut dyn rt::NativeHost,
+        data: &rt::JValue,
+    ) -> ::std::result::Result<rt::JValue, rt::RuleFailure> {
+        ::std::result::Result::Ok(
+            rt::logic(
+                rt::Op::Lt,
+                &[
+                    rt::rule_var(expr_1(host, data), "$.increment_node.counter")?,
+                    rt::rule_var(expr_2(host, data), "$.increment_node.target")?,
+                ],
+                data,
+            )?,
+        )
     }
 }
