@@ -271,7 +271,12 @@ fn generated_code_snapshot() {
             .status()
             .expect("mcpgraph runs");
         assert!(status.success());
-        for file in ["src/server.rs", "src/main.rs", "Cargo.toml"] {
+        for file in [
+            "src/server.rs",
+            "src/native.rs",
+            "src/main.rs",
+            "Cargo.toml",
+        ] {
             let got = std::fs::read_to_string(out.join(file))
                 .expect("emitted")
                 .replace(&out.to_string_lossy().into_owned(), "OUT");
