@@ -472,7 +472,17 @@ impl Emitter {
                 args,
                 is_builtin: true,
             } if name == "exists" && args.len() == 1 => {
-                let value = self.node(&args[0], data)?;
+                // jsonata-core looks at a variable argument's binding itself, before the
+                // unwrap every other value goes through (a bound empty sequence exists).
+                let value = match &args[0] {
+                    AstNode::Variable(name) if name.is_empty() => {
+                        return unsupported(
+                            "$exists($), which jsonata-core answers by its binding",
+                        );
+                    }
+                    AstNode::Variable(name) if !is_function_name(name) => quote!(host.var(#name)),
+                    other => self.node(other, data)?,
+                };
                 quote!(#rt::JValue::Bool(!#rt::is_undefined(&#value)))
             }
             AstNode::Function {

@@ -99,7 +99,7 @@ pub fn __differential_corpus(input: TokenStream) -> TokenStream {
 }
 
 /// How many expressions the property test generates, and from which seed.
-const GENERATED: (u64, usize) = (0x6d63_7067_7261_7068, 1500);
+const GENERATED: (u64, usize) = (0x6d63_7067_7261_7068, 800);
 
 fn differential_corpus(input: TokenStream) -> Result<proc_macro2::TokenStream, String> {
     use mcpgraph_compiler::native;
