@@ -125,10 +125,10 @@ pub fn emit(graph: &Graph) -> Emitted {
         }
     }
     let mut rule_table = Vec::new();
-    let mut seen_rules: BTreeMap<String, ()> = BTreeMap::new();
+    let mut seen_rules = std::collections::BTreeSet::new();
     for (rule, at) in rules {
         let key = rule_key(rule);
-        if seen_rules.insert(key.clone(), ()).is_some() {
+        if !seen_rules.insert(key.clone()) {
             continue;
         }
         match rule_body(rule, &compiled_fns) {
@@ -138,7 +138,7 @@ pub fn emit(graph: &Graph) -> Emitted {
                 functions.push(quote! {
                     #(#[doc = #doc])*
                     fn #name(
-                        host: &mut dyn #native_host,
+                        host: &mut dyn rt::NativeHost,
                         data: &rt::JValue,
                     ) -> ::std::result::Result<rt::JValue, rt::RuleFailure> {
                         ::std::result::Result::Ok(#body)
@@ -167,18 +167,6 @@ pub fn emit(graph: &Graph) -> Emitted {
     out
 }
 
-#[allow(non_upper_case_globals)]
-const native_host: NativeHostPath = NativeHostPath;
-
-/// `rt::NativeHost` (the runtime's `native` module is `rt` in generated code), as tokens.
-struct NativeHostPath;
-
-impl quote::ToTokens for NativeHostPath {
-    fn to_tokens(&self, tokens: &mut TokenStream) {
-        tokens.extend(quote!(rt::NativeHost));
-    }
-}
-
 fn doc_lines(source: &str, places: &[Place]) -> Vec<String> {
     let mut doc: Vec<String> = vec![" ```jsonata".to_string()];
     doc.extend(source.lines().map(|l| format!(" {l}")));
@@ -203,7 +191,7 @@ pub fn function_item(name: &proc_macro2::Ident, doc: &[String], body: TokenStrea
     quote! {
         #(#[doc = #doc])*
         fn #name(
-            host: &mut dyn #native_host,
+            host: &mut dyn rt::NativeHost,
             input: &rt::JValue,
         ) -> ::std::result::Result<rt::JValue, rt::Error> {
             #body

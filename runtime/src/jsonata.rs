@@ -184,13 +184,7 @@ impl NativeHost for Jsonata {
         for (i, value) in args.into_iter().enumerate() {
             context.bind(format!("__mcpgraph_arg{i}"), value);
         }
-        let options = EvaluatorOptions {
-            timeout_ms: self.settings.timeout_ms,
-            cancel: self.settings.cancel.clone(),
-            max_stack_depth: Some(self.settings.max_stack_depth.unwrap_or(MAX_STACK_DEPTH)),
-            max_sequence_length: Some(MAX_SEQUENCE_LENGTH),
-        };
-        Evaluator::with_options(context, options).evaluate(&call, data)
+        Evaluator::with_options(context, options(&self.settings)).evaluate(&call, data)
     }
 }
 
@@ -205,15 +199,20 @@ pub fn eval_error(error: &EvaluatorError, source: &str) -> EvalError {
     }
 }
 
-/// jsonata-core's evaluator for one run: the bindings, the guard rails, the fused built-ins
-/// and the history functions over `history`.
-fn interpreter(history: Option<&SharedHistory>, settings: &Settings) -> Evaluator {
-    let options = EvaluatorOptions {
+/// The guard rails of every evaluation of a run.
+fn options(settings: &Settings) -> EvaluatorOptions {
+    EvaluatorOptions {
         timeout_ms: settings.timeout_ms,
         cancel: settings.cancel.clone(),
         max_stack_depth: Some(settings.max_stack_depth.unwrap_or(MAX_STACK_DEPTH)),
         max_sequence_length: Some(MAX_SEQUENCE_LENGTH),
-    };
+    }
+}
+
+/// jsonata-core's evaluator for one run: the bindings, the guard rails, the fused built-ins
+/// and the history functions over `history`.
+fn interpreter(history: Option<&SharedHistory>, settings: &Settings) -> Evaluator {
+    let options = options(settings);
     let mut context = Context::new();
     for (name, value) in &settings.bindings {
         context.bind(name.clone(), value.clone());
