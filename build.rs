@@ -114,7 +114,14 @@ fn standalone_manifest(manifest: &toml::Table, workspace: &toml::Table) -> Strin
         .into_iter()
         .flatten()
     {
-        let spec_table = spec.as_table().cloned().unwrap_or_default();
+        // `name = "1"` is `name = { version = "1" }`.
+        let spec_table = match spec {
+            toml::Value::String(version) => toml::Table::from_iter([(
+                "version".to_string(),
+                toml::Value::String(version.clone()),
+            )]),
+            other => other.as_table().cloned().unwrap_or_default(),
+        };
         let mut resolved =
             if spec_table.get("workspace").and_then(toml::Value::as_bool) == Some(true) {
                 match &ws_deps[name] {

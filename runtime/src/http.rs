@@ -14,6 +14,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, Method, Request, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use connections::{BusyBody, Connection, Connections};
 use futures::StreamExt;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
@@ -33,6 +34,7 @@ use tokio::sync::{Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 
 pub(crate) mod cancel;
+mod connections;
 pub(crate) mod flags;
 
 pub use flags::{FlagError, FlagValue, HTTP_FLAGS, HttpFlag, HttpFlags, token_from_env};
@@ -87,8 +89,9 @@ pub struct HttpOptions {
     /// request, or an idle keep-alive one, does not hold its place. Taken up to
     /// [`MAX_HEADER_TIMEOUT`].
     pub header_timeout: Duration,
-    /// The most connections open at once (at least 1). At the cap no more are accepted: they
-    /// wait in the listening socket's backlog until one closes.
+    /// The most connections open at once (at least 1). At the cap a new connection takes the
+    /// place of an idle one (of the address holding the most places); when all are busy, it
+    /// waits for one, and the next ones wait in the listening socket's backlog.
     pub max_connections: usize,
     /// How long SIGTERM waits for calls in flight before cancelling them.
     pub drain_timeout: Duration,
@@ -272,9 +275,11 @@ pub async fn serve_http_until(
 ///   an idle keep-alive connection is closed too. The connections are served as HTTP/1 only
 ///   (the one protocol axum is built with here): hyper-util's automatic choice would first
 ///   read for an HTTP/2 preface, with no deadline, before the HTTP/1 reader and its clock.
-/// - [`HttpOptions::max_connections`]: each connection holds a permit while it is open, and
-///   without one nothing is accepted, so further connections wait in the kernel's backlog
-///   instead of taking the descriptors the downstream servers' pipes need.
+/// - [`HttpOptions::max_connections`]: each connection holds a permit while it is open. At
+///   the cap, a connection accepted takes the place of an idle one (connections.rs: of the
+///   address holding the most places, the least recently active); if every one is busy it
+///   waits for a place, and the next ones wait in the kernel's backlog instead of taking the
+///   descriptors the downstream servers' pipes need. So at most one more than the cap is open.
 async fn serve_connections(
     mut listener: impl axum::serve::Listener<Io = tokio::net::TcpStream, Addr = SocketAddr>,
     app: axum::Router,
@@ -290,39 +295,71 @@ async fn serve_connections(
     let permits = Arc::new(Semaphore::new(
         options.max_connections.clamp(1, Semaphore::MAX_PERMITS),
     ));
+    let connections = Arc::new(Connections::default());
     // Every connection's task holds a receiver: `closed()` resolves when the last has ended.
     let (all_closed, open) = watch::channel(());
     loop {
-        let permit = tokio::select! {
-            biased;
-            () = stopping.cancelled() => break,
-            permit = permits.clone().acquire_owned() => permit,
-        };
-        // The semaphore is never closed, so this always holds a permit.
-        let Ok(permit) = permit else { break };
         let (stream, peer) = tokio::select! {
             biased;
             () = stopping.cancelled() => break,
             accepted = listener.accept() => accepted,
         };
+        // At the cap an idle connection gives up its place (connections.rs); if every one is
+        // busy, this one waits, looking again whenever one turns idle.
+        let permit = loop {
+            if let Ok(permit) = permits.clone().try_acquire_owned() {
+                break Some(permit);
+            }
+            let turned_idle = connections.turned_idle();
+            let mut turned_idle = std::pin::pin!(turned_idle);
+            turned_idle.as_mut().enable();
+            let evicted = connections.evict_one();
+            tokio::select! {
+                biased;
+                () = stopping.cancelled() => break None,
+                permit = permits.clone().acquire_owned() => break permit.ok(),
+                () = turned_idle, if !evicted => {}
+            }
+        };
+        let Some(permit) = permit else { break };
         let builder = builder.clone();
-        // A cancellation counts only from the address its call came from (http/cancel.rs).
-        let service = TowerToHyperService::new(
-            app.clone()
-                .layer(axum::Extension(axum::extract::ConnectInfo(peer))),
-        );
+        let registered = connections.open(peer);
+        let connection = registered.0.clone();
+        // A cancellation counts only from the address its call came from (http/cancel.rs);
+        // the guard marks the connection busy while it answers (connections.rs).
+        let service = TowerToHyperService::new(tower::ServiceExt::map_request(
+            app.clone(),
+            move |mut request: Request<_>| {
+                request
+                    .extensions_mut()
+                    .insert(axum::extract::ConnectInfo(peer));
+                request.extensions_mut().insert(connection.clone());
+                request
+            },
+        ));
         let stopping = stopping.clone();
         let open = open.clone();
         tokio::spawn(async move {
             // Held until the connection has closed: its place, and the drain's count of it.
             let _held = (permit, open);
-            let connection = builder.serve_connection(TokioIo::new(stream), service);
-            let mut connection = std::pin::pin!(connection);
+            let connection = registered.0.clone();
+            let _registered = registered;
+            let served = builder.serve_connection(TokioIo::new(stream), service);
+            let mut served = std::pin::pin!(served);
             let closed = tokio::select! {
-                closed = connection.as_mut() => closed,
+                closed = served.as_mut() => closed,
                 () = stopping.cancelled() => {
-                    connection.as_mut().graceful_shutdown();
-                    connection.await
+                    served.as_mut().graceful_shutdown();
+                    served.await
+                }
+                () = connection.evicted() => {
+                    if connection.is_idle() {
+                        // Nothing is owed on it: closed at once (dropped).
+                        return;
+                    }
+                    // A request began after it was chosen: closed after that answer.
+                    served.as_mut().graceful_shutdown();
+                    served.await
                 }
             };
             if let Err(error) = closed {
@@ -412,7 +449,10 @@ fn router(
         // Inside the token check (added below, so outside this): no body is read before the
         // request is authorized.
         .route_layer(axum::middleware::from_fn_with_state(
-            options.max_body_bytes,
+            BodyLimits {
+                max_bytes: options.max_body_bytes,
+                deadline: options.header_timeout.min(MAX_HEADER_TIMEOUT),
+            },
             json_rpc_body,
         ))
         .route("/metrics", axum::routing::get(metrics))
@@ -428,11 +468,25 @@ fn router(
         .with_state(state)
 }
 
-/// What every request passes before it is routed: exactly one `Host` (RFC 9112 §3.2: a request
-/// with more is answered 400; which one would the checks read?). `/metrics` also takes the Host
-/// and Origin rules `/mcp` has (rmcp applies them there): tool names and call counts are not
-/// for a page that a DNS-rebinding attack points at the loopback address.
+/// What every request passes before it is routed. Its connection is busy from here until the
+/// answer has been written, so it keeps its place at the connection cap (connections.rs).
+/// Then exactly one `Host` (RFC 9112 §3.2: a request with more is answered 400; which one
+/// would the checks read?). `/metrics` also takes the Host and Origin rules `/mcp` has (rmcp
+/// applies them there): tool names and call counts are not for a page that a DNS-rebinding
+/// attack points at the loopback address.
 async fn guard(State(state): State<AppState>, request: Request<Body>, next: Next) -> Response {
+    let Some(connection) = request.extensions().get::<Arc<Connection>>().cloned() else {
+        return checked(state, request, next).await;
+    };
+    connection.request_started();
+    let busy = connection.busy();
+    checked(state, request, next)
+        .await
+        .map(|body| BusyBody::wrap(body, busy))
+}
+
+/// [`guard`]'s checks.
+async fn checked(state: AppState, request: Request<Body>, next: Next) -> Response {
     let hosts: Vec<&HeaderValue> = request.headers().get_all(header::HOST).iter().collect();
     if hosts.len() > 1 {
         return (
@@ -497,17 +551,18 @@ fn host_allowed(host: &str, allowed: &[String]) -> bool {
 
 /// A POST to `/mcp`, before rmcp reads its body. rmcp counts a body as it arrives, so a
 /// `Content-Length` over the limit would wait for the body (or forever): it is answered 413 at
-/// once, from the header. A JSON body is read here, within the limit, and handed to rmcp as
-/// it came. rmcp answers a body it cannot decode with 415 and a line of text; such a body gets
+/// once, from the header. A JSON body is read here, within the limit and the deadline (408
+/// after it), and handed to rmcp as it came. rmcp answers a body it cannot decode with 415 and a line of text; such a body gets
 /// what stdio answers the same message instead (line_transport.rs): 400 with a JSON-RPC error
 /// (`-32700`, `-32600`, `-32602`), with the id when it is a string or a number. Deciding after
 /// rmcp keeps its checks first (Host, Origin, Accept, Content-Type: 403, 406, 415) and costs a
 /// well-formed message nothing.
 async fn json_rpc_body(
-    State(max_body): State<usize>,
+    State(limits): State<BodyLimits>,
     request: Request<Body>,
     next: Next,
 ) -> Response {
+    let max_body = limits.max_bytes;
     if request.method() != Method::POST {
         return next.run(request).await;
     }
@@ -526,9 +581,10 @@ async fn json_rpc_body(
         return next.run(request).await;
     }
     let (parts, body) = request.into_parts();
-    let bytes = match read_body(body, max_body).await {
-        Ok(bytes) => bytes,
-        Err(response) => return response,
+    let bytes = match tokio::time::timeout(limits.deadline, read_body(body, max_body)).await {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(response)) => return response,
+        Err(_) => return too_slow(limits.deadline),
     };
     let response = next
         .run(Request::from_parts(parts, Body::from(bytes.clone())))
@@ -540,6 +596,29 @@ async fn json_rpc_body(
         Some((id, error)) => json_rpc_error(id, error),
         None => response,
     }
+}
+
+/// How much of a request body is read, and for how long.
+#[derive(Clone, Copy)]
+struct BodyLimits {
+    max_bytes: usize,
+    /// The whole body must arrive within this of its head: the header timeout, so that a
+    /// request sent a byte at a time holds its connection (busy, so kept at the cap) no longer
+    /// than one that never finishes its head.
+    deadline: Duration,
+}
+
+/// 408 for a body that did not arrive in time; the connection is closed after it.
+fn too_slow(deadline: Duration) -> Response {
+    (
+        StatusCode::REQUEST_TIMEOUT,
+        [(header::CONNECTION, HeaderValue::from_static("close"))],
+        format!(
+            "Request Timeout: the request body did not arrive within {} s of its head (--header-timeout)\n",
+            deadline.as_secs_f64()
+        ),
+    )
+        .into_response()
 }
 
 /// Whether the request says its body is JSON, as rmcp decides it (the media type before any

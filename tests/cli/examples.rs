@@ -190,7 +190,10 @@ fn flaky_retry_retries_then_gives_up_with_the_attempts() {
             .exists(),
         "flaky_retry.yaml expects the shared tools at ../shared beside the repository"
     );
-    let mut client = Client::serve("flaky_retry.yaml", &examples, &[], json!({}));
+    // From a directory that is not the example's: its relative `cwd` is taken from the
+    // graph file's directory, not from the process's (before, it worked from examples/ only).
+    let elsewhere = std::env::temp_dir();
+    let mut client = Client::serve("flaky_retry.yaml", &elsewhere, &[], json!({}));
     let (ok, _) = client.call(
         "fetch_with_retry",
         json!({"key": "twice", "failures": 2}),

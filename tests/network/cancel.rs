@@ -75,7 +75,7 @@ fn post(port: u16, body: &Value, headers: &[(&str, &str)]) -> TcpStream {
 
 /// Starts `tools/call` `nap` for `ms` with request id `id`; its response stream stays open
 /// until [`answer`] reads it.
-fn start_nap(port: u16, id: u64, ms: u64, headers: &[(&str, &str)]) -> TcpStream {
+pub(crate) fn start_nap(port: u16, id: u64, ms: u64, headers: &[(&str, &str)]) -> TcpStream {
     let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
         "params": {"name": "nap", "arguments": {"ms": ms}}});
     post(port, &call, headers)
@@ -130,7 +130,7 @@ fn read_to_close(stream: &mut TcpStream, what: &str) -> Vec<u8> {
 
 /// The JSON-RPC answer to request `id` on a call's response stream (server-sent events), once
 /// the stream has ended.
-fn answer(mut stream: TcpStream, id: u64) -> Value {
+pub(crate) fn answer(mut stream: TcpStream, id: u64) -> Value {
     let what = format!("the stream of call {id}");
     let raw = read_to_close(&mut stream, &what);
     let text = String::from_utf8_lossy(&raw).into_owned();
@@ -167,7 +167,7 @@ fn mock_log_lines(path: &Path) -> Vec<Value> {
 }
 
 /// The id of the mock's `nap` call for `ms`, once the mock has received it.
-fn downstream_nap(log: &Path, ms: u64) -> Value {
+pub(crate) fn downstream_nap(log: &Path, ms: u64) -> Value {
     let mut id = None;
     wait_until(
         &format!("the mock server to receive the nap of {ms} ms"),

@@ -96,14 +96,16 @@ fn post_call(port: u16, tool: &str, arguments: Value, headers: &[(&str, &str)]) 
     request(port, "POST", "/mcp", &all, &body.to_string())
 }
 
-/// The JSON-RPC message in a response to [`post_call`] (an SSE `data:` line).
+/// The JSON-RPC answer in a response to [`post_call`] (an SSE `data:` line with an id; the
+/// call's notifications, progress and log messages, come before it).
 fn rpc_message(response: &Response) -> Value {
-    let data = response
+    response
         .body
         .lines()
-        .find_map(|line| line.strip_prefix("data:"))
-        .unwrap_or_else(|| panic!("no SSE data in {response:?}"));
-    serde_json::from_str(data.trim()).expect("JSON-RPC message")
+        .filter_map(|line| line.strip_prefix("data:"))
+        .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
+        .find(|message| message.get("id").is_some())
+        .unwrap_or_else(|| panic!("no answer in {response:?}"))
 }
 
 /// The value of the metric line `series` (name and labels exactly as rendered), if present.
@@ -528,6 +530,38 @@ fn a_content_length_over_the_limit_is_refused_before_the_body() {
     );
 }
 
+/// A body must arrive within `--header-timeout` of its head: one announced and never sent is
+/// answered 408 and the connection closed. Before, it held its connection (and, busy, its
+/// place at the cap) for as long as the client kept it open.
+#[test]
+fn a_body_that_does_not_arrive_in_time_is_answered_408() {
+    use std::io::Write;
+    let server = Server::start(
+        &[
+            &http_graph().to_string_lossy(),
+            "--http",
+            "127.0.0.1:0",
+            "--header-timeout",
+            "1",
+        ],
+        &[],
+    );
+    let mut stream = TcpStream::connect(("127.0.0.1", server.port)).expect("connects");
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: 100\r\n\r\n{{\"jsonrpc\"",
+        server.port
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    let (status, body) = read_answer(&mut stream);
+    assert_eq!(status, 408, "{body}");
+    assert!(
+        body.contains("did not arrive within 1 s") && body.contains("--header-timeout"),
+        "the answer names the limit and the flag: {body}"
+    );
+    assert_closed(&mut stream, "a connection whose body did not arrive");
+}
+
 /// A body that is not one JSON-RPC message gets 400 and a JSON-RPC error, as over stdio
 /// (issue 24, item 19): it used to get 415 and a line of text. rmcp's own checks still come
 /// first, and a well-formed message is served.
@@ -941,14 +975,19 @@ fn connections_without_a_whole_request_head_are_closed() {
     assert_closed(&mut kept, "an idle keep-alive connection");
 }
 
-/// At most `--max-connections` are open at once: a further connection is not served while
-/// they are, and is served once one closes, whether its client closes it or the header
-/// timeout does (issue 24, item 6). Without the cap every connection was accepted until the
-/// process ran out of file descriptors, and the downstream servers' pipes with them.
+/// At most `--max-connections` are open at once. A connection arriving at the cap takes the
+/// place of an idle one, the least recently active of the address holding the most places:
+/// with the cap at 4 and four connections open that send nothing, a fifth is answered at once
+/// and the oldest of the four is closed (issue 24: before, the fifth waited for the header
+/// timeout, so a peer renewing its idle connections held every place). Busy connections keep
+/// theirs: with four calls in flight, a fifth connection is answered only once one has ended,
+/// and every call gets its whole answer.
 #[test]
-fn connections_past_the_cap_wait_for_one_to_close() {
+fn a_connection_at_the_cap_takes_the_place_of_an_idle_one() {
     use std::io::{ErrorKind, Read, Write};
     let graph = http_graph().to_string_lossy().into_owned();
+    let log = temp_file("cap.log");
+    let log_text = log.to_string_lossy().into_owned();
     let capped = Server::start(
         &[
             &graph,
@@ -959,52 +998,58 @@ fn connections_past_the_cap_wait_for_one_to_close() {
             "--header-timeout",
             "60",
         ],
-        &[],
+        &[("MCPGRAPH_MOCK_LOG", &log_text)],
     );
     let port = capped.port;
-    // Connected one after the other, so the server accepts them before the fifth.
-    let idle: Vec<TcpStream> = (0..4)
+    let mut idle: Vec<TcpStream> = (0..4)
         .map(|_| TcpStream::connect(("127.0.0.1", port)).expect("connects"))
         .collect();
     let mut fifth = TcpStream::connect(("127.0.0.1", port)).expect("connects");
     fifth.write_all(healthz_request(port).as_bytes()).unwrap();
-    // Not answered while the four are open. A server without the cap answers `/healthz` at
-    // once; one second only bounds how long the test looks, so a slow machine can make this
-    // pass wrongly but never fail wrongly.
-    fifth
-        .set_read_timeout(Some(Duration::from_secs(1)))
-        .unwrap();
-    let mut byte = [0u8; 1];
-    let waited = fifth.read(&mut byte).map_err(|error| error.kind());
-    assert!(
-        matches!(waited, Err(ErrorKind::WouldBlock | ErrorKind::TimedOut)),
-        "the fifth connection was served while four were open: {waited:?}"
-    );
-    drop(idle);
+    // Within DEADLINE, far under the header timeout: only an eviction answers it in time.
     assert_eq!(read_answer(&mut fifth), (200, "ok\n".to_string()));
-
-    // Connections that never send a request are closed by the header timeout, and their
-    // places taken by the ones waiting.
-    let timed = Server::start(
-        &[
-            &graph,
-            "--http",
-            "127.0.0.1:0",
-            "--max-connections",
-            "4",
-            "--header-timeout",
-            "1",
-        ],
-        &[],
-    );
-    let port = timed.port;
-    let mut idle: Vec<TcpStream> = (0..4)
-        .map(|_| TcpStream::connect(("127.0.0.1", port)).expect("connects"))
-        .collect();
-    let mut waiting = TcpStream::connect(("127.0.0.1", port)).expect("connects");
-    waiting.write_all(healthz_request(port).as_bytes()).unwrap();
-    assert_eq!(read_answer(&mut waiting), (200, "ok\n".to_string()));
-    for stream in &mut idle {
-        assert_closed(stream, "a connection that never sent a request");
+    assert_closed(&mut idle[0], "the oldest idle connection");
+    for stream in &mut idle[1..] {
+        stream
+            .set_read_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
+        let still_open = stream.read(&mut [0u8; 1]).map_err(|error| error.kind());
+        assert!(
+            matches!(still_open, Err(ErrorKind::WouldBlock | ErrorKind::TimedOut)),
+            "only one idle connection gives up its place: {still_open:?}"
+        );
     }
+    drop(idle);
+    drop(fifth);
+
+    // Four calls in flight, each on a connection of its own, each seen by the downstream
+    // server before the fifth connection opens.
+    const NAP_MS: u64 = 2_000;
+    let started = Instant::now();
+    let calls: Vec<(u64, TcpStream)> = (0..4)
+        .map(|i| {
+            let id = 10 + i;
+            let stream = crate::cancel::start_nap(port, id, NAP_MS + i, &[]);
+            crate::cancel::downstream_nap(&log, NAP_MS + i);
+            (id, stream)
+        })
+        .collect();
+    let mut fifth = TcpStream::connect(("127.0.0.1", port)).expect("connects");
+    fifth.write_all(healthz_request(port).as_bytes()).unwrap();
+    assert_eq!(read_answer(&mut fifth), (200, "ok\n".to_string()));
+    // No call can have ended, and so no place freed, sooner than its nap.
+    assert!(
+        started.elapsed() >= Duration::from_millis(NAP_MS),
+        "the fifth connection was answered while four calls were in flight ({:?})",
+        started.elapsed()
+    );
+    for (id, stream) in calls {
+        let answer = crate::cancel::answer(stream, id);
+        assert_eq!(
+            answer["result"]["structuredContent"]["napped"],
+            json!(NAP_MS + id - 10),
+            "{answer}"
+        );
+    }
+    let _ = std::fs::remove_file(&log);
 }

@@ -87,20 +87,23 @@ pub fn directory_of(name: &str) -> PathBuf {
     std::path::absolute(parent).unwrap_or_else(|_| parent.to_path_buf())
 }
 
-/// Makes each relative `caFile` of `decls` absolute from `dir`, the directory of the file it is
-/// written in: the file is read at run time, by a process whose current directory is the MCP
-/// client's choice, or by a built server that has left the build's directory. A path that
-/// begins with `${` is taken as written (the variable decides where it points).
+/// Makes each relative `caFile` and stdio `cwd` of `decls` absolute from `dir`, the directory
+/// of the file it is written in (docs/semantics.md, "Paths in server configurations"): the
+/// graph runs in a process whose current directory is the MCP client's choice, or in a built
+/// server that has left the build's directory. A path that begins with `${` is taken as
+/// written (the variable decides where it points).
 pub fn anchor_paths(decls: &mut [ServerDecl], dir: &Path) {
     for decl in decls {
-        if let TransportDecl::Http {
-            ca_file: Some(ca_file),
-            ..
-        } = &mut decl.transport
-            && !ca_file.value.starts_with("${")
-            && Path::new(&ca_file.value).is_relative()
+        let path = match &mut decl.transport {
+            TransportDecl::Http { ca_file, .. } => ca_file,
+            TransportDecl::Stdio { cwd, .. } => cwd,
+            TransportDecl::Invalid => continue,
+        };
+        if let Some(path) = path
+            && !path.value.starts_with("${")
+            && Path::new(&path.value).is_relative()
         {
-            ca_file.value = dir.join(&ca_file.value).to_string_lossy().into_owned();
+            path.value = dir.join(&path.value).to_string_lossy().into_owned();
         }
     }
 }
@@ -229,4 +232,48 @@ fn secret_in_arg(previous: Option<&str>, arg: &str) -> Option<String> {
         && key_like(previous)
         && !arg.starts_with('-'))
     .then(|| previous.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::diagnostics::SourceFile;
+    use crate::ir::Transport;
+    use std::path::Path;
+
+    /// The `cwd` of each stdio server of a graph checked as if it were in `dir`.
+    fn cwds(servers: &str, dir: &Path) -> Vec<Option<String>> {
+        let text = format!(
+            "version: \"1.0\"\nserver: {{ name: s, version: \"1\" }}\nmcpServers:\n{servers}tools:\n  - name: t\n    description: d\n    inputSchema: {{ type: object }}\n    nodes:\n      - {{ id: entry, type: entry, next: exit }}\n      - {{ id: exit, type: exit }}\n"
+        );
+        let checked = crate::compile_from(&SourceFile::new("g.yaml", text), dir, None, None);
+        let graph = checked
+            .graph
+            .unwrap_or_else(|| panic!("{:?}", checked.diagnostics));
+        graph
+            .servers
+            .iter()
+            .map(|server| match &server.transport {
+                Transport::Stdio { cwd, .. } => cwd.clone(),
+                Transport::Http { .. } => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_relative_cwd_is_taken_from_the_graph_files_directory() {
+        let dir = Path::new("/srv/graphs");
+        let servers = "  rel: { command: python3, args: [s.py], cwd: ../tools }\n  \
+                       abs: { command: python3, args: [s.py], cwd: /opt/tools }\n  \
+                       var: { command: python3, args: [s.py], cwd: \"${TOOLS:-tools}\" }\n  \
+                       none: { command: python3, args: [s.py] }\n";
+        assert_eq!(
+            cwds(servers, dir),
+            [
+                Some("/srv/graphs/../tools".to_string()),
+                Some("/opt/tools".to_string()),
+                Some("${TOOLS:-tools}".to_string()),
+                None,
+            ]
+        );
+    }
 }

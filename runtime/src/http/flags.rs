@@ -64,7 +64,7 @@ pub static HTTP_FLAGS: &[HttpFlag] = &[
         takes: Takes::Value("SECS", time_heads_out),
         needs_http: true,
         repeatable: false,
-        help: "Close a connection that sends no whole request head within SECS seconds of opening or of its last answer",
+        help: "Close a connection that sends no whole request head within SECS seconds of opening or of its last answer, or no whole body within SECS of its head",
         default: Some(default_header_timeout),
     },
     HttpFlag {
@@ -72,7 +72,7 @@ pub static HTTP_FLAGS: &[HttpFlag] = &[
         takes: Takes::Value("N", limit_connections),
         needs_http: true,
         repeatable: false,
-        help: "The most connections open at once; further ones wait to be accepted until one closes",
+        help: "The most connections open at once; at the cap a new one takes an idle one's place, or waits for one",
         default: Some(default_max_connections),
     },
     HttpFlag {
