@@ -6,7 +6,7 @@
 //! stages can point into it.
 
 use crate::diagnostics::{Diagnostic, Span, did_you_mean};
-use crate::ir::{FailureKind, OnItemError, Retry};
+use crate::ir::{FailureKind, LogLevel, OnItemError, Retry};
 use crate::yaml::{Yaml, YamlKind};
 
 mod extensions;
@@ -146,6 +146,15 @@ pub struct NodeDecl {
     /// ask: `message` (JSONata) and `schema` (checked flat).
     pub message: Option<Sp<String>>,
     pub schema: Option<Yaml>,
+    /// any node: `log` (a JSONata message, logged after the node runs).
+    pub log: Option<LogDecl>,
+}
+
+/// A node's `log:`: its level (info when written as a plain string) and JSONata message.
+#[derive(Debug, Clone)]
+pub struct LogDecl {
+    pub level: LogLevel,
+    pub message: Sp<String>,
 }
 
 impl NodeDecl {
@@ -307,12 +316,13 @@ const CONDITION_KEYS: &[&str] = &["rule", "target", "next"];
 
 fn node_keys(kind: Option<NodeType>) -> &'static [&'static str] {
     match kind {
-        Some(NodeType::Entry | NodeType::Exit) => &["id", "type", "next"],
-        Some(NodeType::Transform) => &["id", "type", "next", "transform", "onError"],
+        Some(NodeType::Entry | NodeType::Exit) => &["id", "type", "next", "log"],
+        Some(NodeType::Transform) => &["id", "type", "next", "transform", "onError", "log"],
         Some(NodeType::Mcp) => &[
             "id",
             "type",
             "next",
+            "log",
             "server",
             "tool",
             "args",
@@ -320,12 +330,13 @@ fn node_keys(kind: Option<NodeType>) -> &'static [&'static str] {
             "retry",
             "onError",
         ],
-        Some(NodeType::Switch) => &["id", "type", "next", "conditions"],
+        Some(NodeType::Switch) => &["id", "type", "next", "conditions", "log"],
         // `branches` is known here so that it gets E0606 rather than W0101.
         Some(NodeType::Map) => &[
             "id",
             "type",
             "next",
+            "log",
             "items",
             "concurrency",
             "server",
@@ -342,6 +353,7 @@ fn node_keys(kind: Option<NodeType>) -> &'static [&'static str] {
             "id",
             "type",
             "next",
+            "log",
             "branches",
             "onItemError",
             "onError",
@@ -353,6 +365,7 @@ fn node_keys(kind: Option<NodeType>) -> &'static [&'static str] {
             "id",
             "type",
             "next",
+            "log",
             "message",
             "schema",
             "timeoutMs",
@@ -362,6 +375,7 @@ fn node_keys(kind: Option<NodeType>) -> &'static [&'static str] {
             "id",
             "type",
             "next",
+            "log",
             "transform",
             "server",
             "tool",
@@ -517,6 +531,7 @@ fn node_decl(node: &Yaml, diags: &mut Vec<Diagnostic>) -> NodeDecl {
         branches: Vec::new(),
         message: None,
         schema: None,
+        log: None,
     };
     let Some(raw) = node.as_map() else {
         diags.push(Diagnostic::wrong_type(

@@ -1060,7 +1060,7 @@ codes! {
     W0301 Warning "a history function names no node of the tool",
     W0302 Warning "a path root names no node of the tool",
     E0501 Error "the MCP JSON file (-m) cannot be used",
-    E0601 Error "an extension's number or word is out of range (`timeoutMs`, `retry`, `concurrency`, `onItemError`)",
+    E0601 Error "an extension's number or word is out of range (`timeoutMs`, `retry`, `concurrency`, `onItemError`, `log.level`)",
     E0602 Error "`retry.kinds` is empty, repeats a kind, or names a kind that cannot be retried",
     E0603 Error "`onError`, `retry` or `timeoutMs` on a node type that does not take it",
     E0604 Error "`onError.kinds` is empty, repeats a kind, or names a kind that no node of its type can fail with",

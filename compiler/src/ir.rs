@@ -44,6 +44,9 @@ impl Graph {
                 }
                 NodeKind::Ask { message, .. } => f(message),
             }
+            if let Some(log) = &mut node.log {
+                f(&mut log.message);
+            }
         }
     }
 
@@ -178,8 +181,65 @@ pub struct Node {
     /// What the compiler knows of the node's output (docs/types.md); `Unknown` when nothing.
     #[serde(default, skip_serializing_if = "crate::types::Type::is_unknown")]
     pub output_type: crate::types::Type,
+    /// A message the node logs after it runs (`log:`), sent to the client and written to
+    /// stderr; its expression sees the node's own output as `$.<id>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<Log>,
     pub line: usize,
     pub column: usize,
+}
+
+/// A node's `log:` (docs/semantics.md §22).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Log {
+    pub level: LogLevel,
+    /// JSONata; its value is sent as the message's `data` (a string as it is).
+    pub message: Expr,
+}
+
+/// The levels of MCP logging (RFC 5424's, as MCP names them), least severe first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogLevel {
+    Debug,
+    Info,
+    Notice,
+    Warning,
+    Error,
+    Critical,
+    Alert,
+    Emergency,
+}
+
+impl LogLevel {
+    pub const ALL: [LogLevel; 8] = [
+        LogLevel::Debug,
+        LogLevel::Info,
+        LogLevel::Notice,
+        LogLevel::Warning,
+        LogLevel::Error,
+        LogLevel::Critical,
+        LogLevel::Alert,
+        LogLevel::Emergency,
+    ];
+
+    /// The word MCP and the YAML use.
+    pub fn name(self) -> &'static str {
+        match self {
+            LogLevel::Debug => "debug",
+            LogLevel::Info => "info",
+            LogLevel::Notice => "notice",
+            LogLevel::Warning => "warning",
+            LogLevel::Error => "error",
+            LogLevel::Critical => "critical",
+            LogLevel::Alert => "alert",
+            LogLevel::Emergency => "emergency",
+        }
+    }
+
+    pub fn parse(word: &str) -> Option<LogLevel> {
+        LogLevel::ALL.into_iter().find(|level| level.name() == word)
+    }
 }
 
 impl Node {
@@ -541,6 +601,7 @@ mod tests {
                 kinds: None,
             }),
             output_type: crate::types::Type::Unknown,
+            log: None,
             line: 1,
             column: 1,
         }

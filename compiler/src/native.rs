@@ -100,6 +100,9 @@ pub fn emit(graph: &Graph) -> Emitted {
                     }
                 }
             }
+            if let Some(log) = &node.log {
+                add(&log.message.source, at("log message"));
+            }
         }
     }
     let mut out = Emitted::default();

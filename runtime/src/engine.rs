@@ -5,7 +5,7 @@
 use crate::cancel::Cancel;
 use crate::downstream::Downstream;
 use crate::executor::debug::Debugger;
-use crate::executor::{self, Asker, NodeObserver, RunEnv};
+use crate::executor::{self, Asker, LogSink, NodeObserver, RunEnv};
 use crate::failure::{Failure, FailureKind, RunError};
 use crate::pool::Pool;
 use crate::program::{Program, SchemaViolation};
@@ -29,6 +29,8 @@ pub struct CallOptions {
     /// Told of node starts and ends; breakpoints, pause, step and stop (debug.rs). A stop
     /// ends the call as cancelled ([`CallError::Cancelled`]); the debugger knows where.
     pub debugger: Option<Debugger>,
+    /// Told of each message of a node's `log:` (which is written to stderr in any case).
+    pub log: Option<LogSink>,
 }
 
 pub struct Engine {
@@ -194,6 +196,7 @@ impl Engine {
             observer,
             asker,
             debugger,
+            log,
         } = options;
         let index = self
             .program
@@ -224,7 +227,12 @@ impl Engine {
                     runtime
                         .spawn_blocking(move || {
                             run_pure(
-                                &program, index, args, downstream, cancel, observer, debugger,
+                                &program,
+                                index,
+                                args,
+                                downstream,
+                                cancel,
+                                (observer, debugger, log),
                             )
                         })
                         .await
@@ -237,8 +245,7 @@ impl Engine {
                     args,
                     self.downstream.clone(),
                     cancel,
-                    observer,
-                    debugger,
+                    (observer, debugger, log),
                 ),
             }
         } else {
@@ -263,6 +270,7 @@ impl Engine {
                         on_node: observer,
                         asker,
                         debugger,
+                        on_log: log,
                     };
                     executor::run(&program, index, args, &env)
                         .await
@@ -302,8 +310,7 @@ fn run_pure(
     args: Map<String, Value>,
     downstream: Arc<Downstream>,
     cancel: Cancel,
-    observer: Option<NodeObserver>,
-    debugger: Option<Debugger>,
+    (observer, debugger, log): (Option<NodeObserver>, Option<Debugger>, Option<LogSink>),
 ) -> Result<Value, RunError> {
     let env = RunEnv {
         downstream,
@@ -312,6 +319,7 @@ fn run_pure(
         on_node: observer,
         asker: None,
         debugger,
+        on_log: log,
     };
     let run = executor::run(program, index, args, &env);
     let mut run = std::pin::pin!(run);

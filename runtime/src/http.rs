@@ -426,7 +426,7 @@ fn router(
     };
     let factory = {
         let server = server.clone();
-        move || Ok(server.clone())
+        move || Ok(server.for_connection())
     };
     let guarded: axum::Router<AppState> = if options.sessions {
         axum::Router::new().route_service(

@@ -6,6 +6,7 @@ pub use mcpgraph_macros::graph;
 pub mod attached;
 mod cancel;
 mod child;
+mod client_log;
 mod downstream;
 mod engine;
 mod envsubst;
@@ -39,7 +40,9 @@ pub use evaluate::{
     EvaluateError, call_tool_once, evaluate_args, evaluate_jsonata, evaluate_logic,
 };
 pub use executor::debug::{DebugEvent, DebugSink, Debugger};
-pub use executor::{Asker, Frame, NodeObserver, NodeReport, Place, Question, Refusal};
+pub use executor::{
+    Asker, Frame, LogMessage, LogSink, NodeObserver, NodeReport, Place, Question, Refusal,
+};
 pub use failure::{Failure, FailureKind, Limit, RunError, SizedValue};
 pub use graph::{EmbeddedGraph, GraphHandle, TypedTools};
 pub use http::{

@@ -115,10 +115,15 @@ pub fn init_logging_as(format: LogFormat, default: &str) {
 const QUIET_RMCP: &str = "rmcp::service=error";
 
 /// The filter: the one the environment set (`MCPGRAPH_LOG`, else `RUST_LOG`), taken as it is,
-/// so that anyone raising the logs sees rmcp's warnings too; else `default` with [`QUIET_RMCP`].
+/// so that anyone raising the logs sees rmcp's warnings too; else `default` with [`GRAPH_LOG`]
+/// and [`QUIET_RMCP`].
 fn log_filter(configured: Option<String>, default: &str) -> String {
-    configured.unwrap_or_else(|| format!("{default},{QUIET_RMCP}"))
+    configured.unwrap_or_else(|| format!("{default},{GRAPH_LOG},{QUIET_RMCP}"))
 }
+
+/// What the default filter adds for the graph's own `log:` lines (docs/semantics.md §22): info
+/// and above are written, as the graph's author asked; debug ones when the filter says so.
+const GRAPH_LOG: &str = "mcpgraph::log=info";
 
 /// A whole process's one call (`mcpgraph call`): logging, a multi-threaded runtime, the
 /// graph loaded, `tool` called, the downstream servers closed (at most [`SHUTDOWN_LIMIT`]).

@@ -1,9 +1,12 @@
 //! The MCP server: a hand-written rmcp `ServerHandler` over the engine (contract §4).
 
+use crate::client_log::{self, Allowance, ConnectionLevel};
 use crate::engine::{CallError, CallOptions, Engine};
-use crate::executor::{Asker, NodeObserver, NodeReport, Question, Refusal};
+use crate::executor::debug::{DebugEvent, Debugger};
+use crate::executor::{Asker, LogMessage, LogSink, NodeObserver, NodeReport, Question, Refusal};
 use crate::mrtr::{BadState, Round, Sealer};
 use crate::versions::{self, Versions};
+use mcpgraph_compiler::ir::LogLevel;
 use mcpgraph_compiler::{Checked, SourceFile, render};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
@@ -34,6 +37,9 @@ struct Identity {
 #[derive(Clone)]
 pub struct GraphServer {
     inner: Arc<Inner>,
+    /// The level `logging/setLevel` set (client_log.rs): the process's over stdio, a
+    /// session's or a request's over HTTP ([`GraphServer::for_connection`]).
+    level: ConnectionLevel,
 }
 
 struct Inner {
@@ -188,6 +194,29 @@ impl GraphServer {
                 sealer: std::sync::OnceLock::new(),
                 listening: CancellationToken::new(),
             }),
+            level: ConnectionLevel::default(),
+        }
+    }
+
+    /// The same server for another connection: everything shared but the log level, which
+    /// each HTTP session (or stateless request) sets for itself.
+    pub(crate) fn for_connection(&self) -> GraphServer {
+        GraphServer {
+            inner: self.inner.clone(),
+            level: ConnectionLevel::default(),
+        }
+    }
+
+    /// The level of a call's log messages (client_log.rs): a 2026-07-28 request's own (none
+    /// without one), else the connection's.
+    fn log_threshold(&self, context: &RequestContext<RoleServer>) -> Option<LogLevel> {
+        let modern = context
+            .protocol_version()
+            .is_some_and(|v| v >= rmcp::model::ProtocolVersion::V_2026_07_28);
+        if modern {
+            context.meta.log_level().map(client_log::from_mcp)
+        } else {
+            Some(self.level.get())
         }
     }
 
@@ -447,6 +476,7 @@ fn method_not_found(method: &str, watching: bool) -> ErrorData {
         "ping",
         "tools/list",
         "tools/call",
+        "logging/setLevel",
     ];
     if watching {
         methods.push("subscriptions/listen");
@@ -463,10 +493,17 @@ fn method_not_found(method: &str, watching: bool) -> ErrorData {
 }
 
 impl ServerHandler for GraphServer {
+    #[expect(
+        deprecated,
+        reason = "rmcp marks MCP logging deprecated (SEP-2577); clients use it"
+    )]
     fn get_info(&self) -> InitializeResult {
         let current = self.current();
         let id = &current.identity;
-        let mut capabilities = ServerCapabilities::builder().enable_tools().build();
+        let mut capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_logging()
+            .build();
         if self.watching()
             && let Some(tools) = capabilities.tools.as_mut()
         {
@@ -540,7 +577,13 @@ impl ServerHandler for GraphServer {
         request: CustomRequest,
         _context: RequestContext<RoleServer>,
     ) -> Result<CustomResult, ErrorData> {
-        const STANDARD: &[&str] = &["initialize", "ping", "tools/list", "tools/call"];
+        const STANDARD: &[&str] = &[
+            "initialize",
+            "ping",
+            "tools/list",
+            "tools/call",
+            "logging/setLevel",
+        ];
         if STANDARD.contains(&request.method.as_str()) {
             let params = request
                 .params
@@ -600,6 +643,20 @@ impl ServerHandler for GraphServer {
         Err(method_not_found("prompts/get", self.watching()))
     }
 
+    /// A 2025-era client's level for this connection (client_log.rs); answered `{}`.
+    #[expect(
+        deprecated,
+        reason = "rmcp marks MCP logging deprecated (SEP-2577); clients use it"
+    )]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.level.set(client_log::from_mcp(request.level));
+        Ok(())
+    }
+
     async fn complete(
         &self,
         _request: CompleteRequestParams,
@@ -645,24 +702,29 @@ impl ServerHandler for GraphServer {
                 return Err(ErrorData::invalid_params(message, None));
             }
         };
-        let progress = progress_observer(&context);
-        let observer = progress.as_ref().map(|p| p.observer.clone());
+        let notifier = Notifier::for_call(&context, self.log_threshold(&context));
         let options = CallOptions {
             cancel: round
                 .as_ref()
                 .map_or_else(|| context.ct.clone(), |r| r.stop.clone()),
-            observer,
+            observer: notifier.as_ref().and_then(Notifier::observer),
             asker: match &round {
                 Some(round) => Some(round.asker()),
                 None => elicitation(&context),
             },
-            ..CallOptions::default()
+            debugger: notifier.as_ref().and_then(Notifier::debugger),
+            log: notifier.as_ref().and_then(Notifier::log_sink),
         };
         let outcome = engine.call_with(&request.name, args, options).await;
-        // Progress after the result is lost to the client: every notification is written and
+        if let (Some(notifier), Err(error)) = (&notifier, &outcome)
+            && !matches!(error, CallError::Cancelled)
+        {
+            notifier.call_failed(&request.name, error);
+        }
+        // Notifications after the result are lost to the client: every one is written and
         // flushed before the result is handed to rmcp.
-        if let Some(progress) = progress {
-            progress.flush().await;
+        if let Some(notifier) = notifier {
+            notifier.flush().await;
         }
         if let Some(input) = round.and_then(|r| r.input_required(self.sealer())) {
             return match input {
@@ -694,63 +756,239 @@ impl ServerHandler for GraphServer {
     }
 }
 
-/// The longest a result waits for its progress notifications to be written (a client that
-/// stopped reading would otherwise hold the result forever).
-const PROGRESS_FLUSH_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
+/// The longest a result waits for its notifications to be written (a client that stopped
+/// reading would otherwise hold the result forever).
+const NOTIFICATION_FLUSH_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// What the forwarder of a call's progress is asked to do, in order.
-enum Progress {
-    Note(ProgressNotificationParam),
-    /// Answer once every note before this one was written and flushed.
+/// What the forwarder of a call's notifications is asked to do, in order.
+enum Outgoing {
+    Progress(ProgressNotificationParam),
+    #[expect(
+        deprecated,
+        reason = "rmcp marks MCP logging deprecated (SEP-2577); clients use it"
+    )]
+    Log(rmcp::model::LoggingMessageNotificationParam),
+    /// Answer once every notification before this one was written and flushed.
     Flush(tokio::sync::oneshot::Sender<()>),
 }
 
-/// A call's progress: the observer the run reports nodes to, and the queue to its forwarder.
-struct ProgressForwarder {
-    observer: NodeObserver,
-    queue: tokio::sync::mpsc::UnboundedSender<Progress>,
+/// A call's notifications to its client, written in order by one task: one
+/// `notifications/progress` per executed node when the call carries a progress token, and the
+/// `notifications/message`s at or above its log level (client_log.rs). rmcp writes
+/// notifications and responses on separate paths, so order is kept here: each notification
+/// returns once its line is flushed, and the call's result waits for [`Notifier::flush`].
+struct Notifier {
+    queue: tokio::sync::mpsc::UnboundedSender<Outgoing>,
+    progress: Option<rmcp::model::ProgressToken>,
+    logs: Option<CallLogs>,
 }
 
-impl ProgressForwarder {
-    /// Returns once every notification queued so far was written and flushed (or the limit
-    /// passed, or the connection closed).
-    async fn flush(self) {
-        let (done, wait) = tokio::sync::oneshot::channel();
-        if self.queue.send(Progress::Flush(done)).is_ok() {
-            let _ = tokio::time::timeout(PROGRESS_FLUSH_LIMIT, wait).await;
+/// The log messages of one call: its level and allowance.
+#[derive(Clone)]
+struct CallLogs {
+    threshold: LogLevel,
+    allowance: Arc<Mutex<Allowance>>,
+    queue: tokio::sync::mpsc::UnboundedSender<Outgoing>,
+}
+
+impl CallLogs {
+    fn wants(&self, level: LogLevel) -> bool {
+        level >= self.threshold
+    }
+
+    /// Queues a message at `level` if the call's level and allowance let it through.
+    #[expect(
+        deprecated,
+        reason = "rmcp marks MCP logging deprecated (SEP-2577); clients use it"
+    )]
+    fn send(&self, level: LogLevel, logger: &str, data: Value) {
+        if !self.wants(level) || !lock(&self.allowance).take() {
+            return;
+        }
+        let param =
+            rmcp::model::LoggingMessageNotificationParam::new(client_log::to_mcp(level), data)
+                .with_logger(crate::metrics::client_chosen(logger).to_string());
+        let _ = self.queue.send(Outgoing::Log(param));
+    }
+
+    /// What a node's report tells at info (a failure caught, attempts) and debug (its end).
+    fn report(&self, report: &NodeReport<'_>) {
+        let label = report.label();
+        if let Some(kind) = report.failed {
+            let message = report
+                .output
+                .as_object()
+                .and_then(|o| o.get("error"))
+                .and_then(|e| e.as_object())
+                .and_then(|e| e.get("message"))
+                .and_then(|m| m.as_str())
+                .unwrap_or_default();
+            self.send(
+                LogLevel::Info,
+                "mcpgraph",
+                Value::String(format!(
+                    "{label} ({}) failed ({}) and went on: {message}",
+                    report.node_type,
+                    kind.as_str()
+                )),
+            );
+        }
+        if let Some(attempts) = report.attempts.filter(|a| *a > 1) {
+            self.send(
+                LogLevel::Info,
+                "mcpgraph",
+                Value::String(format!(
+                    "{label} ({}) made {attempts} attempts",
+                    report.node_type
+                )),
+            );
+        }
+        if self.wants(LogLevel::Debug) {
+            self.send(
+                LogLevel::Debug,
+                "mcpgraph",
+                Value::String(format!(
+                    "{label} ({}) ended after {}",
+                    report.node_type,
+                    client_log::millis(report.duration)
+                )),
+            );
         }
     }
 }
 
-/// One `notifications/progress` per executed node when the call carries a progress token, sent
-/// in order by one task. rmcp writes notifications and responses on separate paths, so order is
-/// kept here: `notify_progress` returns once its line is flushed, and the call's result waits
-/// for [`ProgressForwarder::flush`].
-fn progress_observer(context: &RequestContext<RoleServer>) -> Option<ProgressForwarder> {
-    let token = context.meta.get_progress_token()?;
-    let peer = context.peer.clone();
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Progress>();
-    tokio::spawn(async move {
-        let mut open = true;
-        while let Some(item) = rx.recv().await {
-            match item {
-                Progress::Note(param) if open => {
-                    open = peer.notify_progress(param).await.is_ok();
-                }
-                Progress::Note(_) => {}
-                Progress::Flush(done) => {
-                    let _ = done.send(());
+impl Notifier {
+    /// The notifier of a call, when it has anything to send: a progress token, or a log level
+    /// (`None`: none is sent).
+    fn for_call(context: &RequestContext<RoleServer>, level: Option<LogLevel>) -> Option<Notifier> {
+        let progress = context.meta.get_progress_token();
+        if progress.is_none() && level.is_none() {
+            return None;
+        }
+        let peer = context.peer.clone();
+        let (queue, mut rx) = tokio::sync::mpsc::unbounded_channel::<Outgoing>();
+        tokio::spawn(async move {
+            let mut open = true;
+            while let Some(item) = rx.recv().await {
+                match item {
+                    Outgoing::Progress(param) if open => {
+                        open = peer.notify_progress(param).await.is_ok();
+                    }
+                    #[expect(deprecated, reason = "rmcp marks MCP logging deprecated (SEP-2577)")]
+                    Outgoing::Log(param) if open => {
+                        open = peer.notify_logging_message(param).await.is_ok();
+                    }
+                    Outgoing::Progress(_) | Outgoing::Log(_) => {}
+                    Outgoing::Flush(done) => {
+                        let _ = done.send(());
+                    }
                 }
             }
+        });
+        let logs = level.map(|threshold| CallLogs {
+            threshold,
+            allowance: Arc::new(Mutex::new(Allowance::default())),
+            queue: queue.clone(),
+        });
+        Some(Notifier {
+            queue,
+            progress,
+            logs,
+        })
+    }
+
+    /// Told of each executed node: its progress notification and what it logs.
+    fn observer(&self) -> Option<NodeObserver> {
+        let progress = self
+            .progress
+            .clone()
+            .map(|token| (token, self.queue.clone()));
+        let logs = self.logs.clone();
+        if progress.is_none() && logs.is_none() {
+            return None;
         }
-    });
-    let queue = tx.clone();
-    let observer: NodeObserver = Arc::new(move |report: &NodeReport<'_>| {
-        let param = ProgressNotificationParam::new(token.clone(), report.index as f64)
-            .with_message(format!("{} ({})", report.label(), report.node_type));
-        let _ = tx.send(Progress::Note(param));
-    });
-    Some(ProgressForwarder { observer, queue })
+        Some(Arc::new(move |report: &NodeReport<'_>| {
+            if let Some((token, queue)) = &progress {
+                let param = ProgressNotificationParam::new(token.clone(), report.index as f64)
+                    .with_message(format!("{} ({})", report.label(), report.node_type));
+                let _ = queue.send(Outgoing::Progress(param));
+            }
+            if let Some(logs) = &logs {
+                logs.report(report);
+            }
+        }))
+    }
+
+    /// At debug, a watching debugger: it is told when each node of the called tool starts.
+    fn debugger(&self) -> Option<Debugger> {
+        let logs = self.logs.clone().filter(|l| l.wants(LogLevel::Debug))?;
+        Some(Debugger::watching(move |event| {
+            if let DebugEvent::Started {
+                node, node_type, ..
+            } = event
+            {
+                logs.send(
+                    LogLevel::Debug,
+                    "mcpgraph",
+                    Value::String(format!("{node} ({node_type}) started")),
+                );
+            }
+        }))
+    }
+
+    /// The graph's own `log:` messages, at their levels.
+    fn log_sink(&self) -> Option<LogSink> {
+        let logs = self.logs.clone()?;
+        Some(Arc::new(move |message: &LogMessage<'_>| {
+            if logs.wants(message.level) {
+                logs.send(
+                    message.level,
+                    &message.label().to_string(),
+                    message.data.clone(),
+                );
+            }
+        }))
+    }
+
+    /// The call's failure, at error.
+    fn call_failed(&self, tool: &str, error: &CallError) {
+        if let Some(logs) = &self.logs {
+            logs.send(
+                LogLevel::Error,
+                "mcpgraph",
+                Value::String(format!(
+                    "tools/call {} failed ({}): {}",
+                    crate::metrics::client_chosen(tool),
+                    error.kind_name(),
+                    failure_text(error)
+                )),
+            );
+        }
+    }
+
+    /// Returns once every notification queued so far was written and flushed (or the limit
+    /// passed, or the connection closed); first, the count of messages the allowance refused.
+    async fn flush(self) {
+        if let Some(logs) = &self.logs {
+            let dropped = lock(&logs.allowance).dropped;
+            if dropped > 0 && logs.wants(LogLevel::Warning) {
+                #[expect(deprecated, reason = "rmcp marks MCP logging deprecated (SEP-2577)")]
+                let param = rmcp::model::LoggingMessageNotificationParam::new(
+                    client_log::to_mcp(LogLevel::Warning),
+                    Value::String(format!(
+                        "{dropped} log messages of this call were not sent (more than {} a second)",
+                        client_log::PER_SECOND
+                    )),
+                )
+                .with_logger("mcpgraph");
+                let _ = self.queue.send(Outgoing::Log(param));
+            }
+        }
+        let (done, wait) = tokio::sync::oneshot::channel();
+        if self.queue.send(Outgoing::Flush(done)).is_ok() {
+            let _ = tokio::time::timeout(NOTIFICATION_FLUSH_LIMIT, wait).await;
+        }
+    }
 }
 
 /// Who answers a call's `ask` nodes: the client, through `elicitation/create`, when it
@@ -896,13 +1134,13 @@ mod tests {
         assert_eq!(error.code, rmcp::model::ErrorCode::METHOD_NOT_FOUND);
         assert_eq!(
             error.message,
-            "Method not found: foo/bar (this server answers initialize, server/discover, ping, tools/list, tools/call)"
+            "Method not found: foo/bar (this server answers initialize, server/discover, ping, tools/list, tools/call, logging/setLevel)"
         );
         let watched = method_not_found("foo/bar", true);
         assert!(
             watched
                 .message
-                .ends_with("tools/call, subscriptions/listen)"),
+                .ends_with("logging/setLevel, subscriptions/listen)"),
             "{}",
             watched.message
         );

@@ -140,7 +140,8 @@ fn json_schema_2020_12_passes() {
 
 /// What the stateless baseline lists for want of a session passes once the server gives
 /// 2025-era clients sessions: concurrent POST streams of one session, and `ask` nodes put to
-/// the client as `elicitation/create` (defaults of every primitive type included).
+/// the client as `elicitation/create` (defaults of every primitive type included). The logging
+/// scenarios pass in both modes (stateless: the active suite above).
 #[test]
 fn session_scenarios_pass_with_sessions() {
     let server = HttpServer::start(&["--sessions"]);
@@ -148,6 +149,8 @@ fn session_scenarios_pass_with_sessions() {
         "server-sse-multiple-streams",
         "tools-call-elicitation",
         "elicitation-sep1034-defaults",
+        "logging-set-level",
+        "tools-call-with-logging",
     ] {
         Suite::scenario_passes(&server, scenario);
     }

@@ -9,6 +9,7 @@ mod common;
 mod downstream_hardening;
 mod hostile_ids;
 mod lifecycle;
+mod logging;
 mod python_client;
 mod real_clients;
 mod real_servers;

@@ -450,7 +450,7 @@ fn methods_not_offered_name_themselves_and_what_is_offered() {
         assert_eq!(
             message,
             format!(
-                "Method not found: {method} (this server answers initialize, server/discover, ping, tools/list, tools/call)"
+                "Method not found: {method} (this server answers initialize, server/discover, ping, tools/list, tools/call, logging/setLevel)"
             ),
             "{method}"
         );

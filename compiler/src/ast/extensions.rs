@@ -7,11 +7,11 @@
 //! names, `$item` scoping, cycles of `self` calls) is checked in `check`.
 
 use super::{
-    BranchDecl, NodeDecl, NodeType, OnErrorDecl, SELF_SERVER, Sp, args, get, key_span, mapping,
-    required_str,
+    BranchDecl, LogDecl, NodeDecl, NodeType, OnErrorDecl, SELF_SERVER, Sp, args, get, key_span,
+    mapping, required_str,
 };
 use crate::diagnostics::{Diagnostic, Span, did_you_mean};
-use crate::ir::{FailureKind, MAX_CONCURRENCY, OnItemError, Retry};
+use crate::ir::{FailureKind, LogLevel, MAX_CONCURRENCY, OnItemError, Retry};
 use crate::yaml::{Yaml, YamlKind};
 
 /// Keys the extensions add. An unknown key that is a near miss of one of these, where it is
@@ -31,6 +31,8 @@ const EXTENSION_KEYS: &[&str] = &[
     "backoffRate",
     "maxDelayMs",
     "kinds",
+    "log",
+    "level",
 ];
 
 const RETRY_KEYS: &[&str] = &[
@@ -42,6 +44,7 @@ const RETRY_KEYS: &[&str] = &[
 ];
 const ON_ERROR_KEYS: &[&str] = &["next", "kinds"];
 const BRANCH_KEYS: &[&str] = &["server", "tool", "args", "timeoutMs", "retry"];
+const LOG_KEYS: &[&str] = &["level", "message"];
 
 /// The diagnostic for a key not in `known`: E0613 when it is a near miss of an extension key in
 /// `known` (equal ignoring ASCII case, or the did-you-mean suggestion among `known` is an
@@ -131,6 +134,9 @@ pub(super) fn node(
     owner: &str,
     diags: &mut Vec<Diagnostic>,
 ) {
+    if let Some(value) = get(raw, "log") {
+        decl.log = log(value, diags);
+    }
     if matches!(kind, NodeType::Mcp | NodeType::Map | NodeType::Ask) {
         decl.timeout_ms = int(raw, "timeoutMs", 1, None, diags);
     }
@@ -840,4 +846,60 @@ fn ask_schema(schema: &Yaml, node: &str, diags: &mut Vec<Diagnostic>) -> bool {
         }
     }
     diags.len() == before
+}
+
+/// `log: "<JSONata>"` (level info) or `log: {level, message}`: what a node logs after it runs.
+fn log(value: &Yaml, diags: &mut Vec<Diagnostic>) -> Option<LogDecl> {
+    if let Some(text) = value.as_str() {
+        return Some(LogDecl {
+            level: LogLevel::Info,
+            message: Sp {
+                value: text.to_string(),
+                span: value.span,
+            },
+        });
+    }
+    if value.as_map().is_none() {
+        diags.push(Diagnostic::wrong_type(
+            value.span,
+            "`log`",
+            "a JSONata string, or a mapping with `message` and `level`",
+            value.kind_name(),
+        ));
+        return None;
+    }
+    let entries = ext_mapping(value, "`log`", LOG_KEYS, diags)?;
+    let message = required_str(value, entries, "message", "`log`", diags);
+    let level = match get(entries, "level") {
+        None => Some(LogLevel::Info),
+        Some(level) => {
+            let parsed = level.as_str().and_then(LogLevel::parse);
+            if parsed.is_none() {
+                let words: Vec<&str> = LogLevel::ALL.iter().map(|l| l.name()).collect();
+                let mut diagnostic = Diagnostic::extension_value(
+                    level.span,
+                    format!(
+                        "`log.level` must be one of {}, not {}",
+                        words.join(", "),
+                        match level.as_str() {
+                            Some(word) => format!("`{word}`"),
+                            None => level.kind_name().to_string(),
+                        }
+                    ),
+                    "not a log level",
+                );
+                if let Some(word) = level.as_str()
+                    && let Some(meant) = did_you_mean(word, words.iter().copied())
+                {
+                    diagnostic = diagnostic.with_help(format!("did you mean `{meant}`?"));
+                }
+                diags.push(diagnostic);
+            }
+            parsed
+        }
+    };
+    Some(LogDecl {
+        level: level?,
+        message: message?,
+    })
 }

@@ -26,6 +26,7 @@ impl ToolChecker<'_> {
                     ast: expr.ast.clone(),
                     scalar: text.span,
                     item_scope: self.item_scope,
+                    after_node: false,
                 });
                 if !self.item_scope {
                     self.item_variables(&text.value, text.span, where_);

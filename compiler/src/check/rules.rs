@@ -67,6 +67,7 @@ impl ToolChecker<'_> {
                 ast: var.ast.clone(),
                 scalar: at,
                 item_scope: false,
+                after_node: false,
             });
         }
         ok.then_some(tree)

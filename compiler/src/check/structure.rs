@@ -4,7 +4,7 @@ use super::ToolChecker;
 use crate::ast::{NodeDecl, NodeType, SELF_SERVER, Sp};
 use crate::diagnostics::{Diagnostic, Span, did_you_mean};
 use crate::ir::{
-    Branch, Call, Node, NodeId, NodeKind, OnError, Retry, ServerId, Target, Template, Tool,
+    self, Branch, Call, Node, NodeId, NodeKind, OnError, Retry, ServerId, Target, Template, Tool,
 };
 use crate::yaml::Yaml;
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -311,8 +311,26 @@ impl ToolChecker<'_> {
             }
             None => None,
         };
+        // Evaluated after the node has run: its own output may be read (types.rs).
+        let log = match &decl.log {
+            Some(log) => {
+                let message = self.expression(&log.message, "the log message", index);
+                if let Some(written) = self.written.last_mut().filter(|_| message.is_some()) {
+                    written.after_node = true;
+                }
+                Some(message.map(|message| ir::Log {
+                    level: log.level,
+                    message,
+                }))
+            }
+            None => None,
+        };
         let next = match next {
             Some(resolved) => Some(resolved?),
+            None => None,
+        };
+        let log = match log {
+            Some(log) => Some(log?),
             None => None,
         };
         Some(Node {
@@ -321,6 +339,7 @@ impl ToolChecker<'_> {
             next,
             on_error,
             output_type: crate::types::Type::Unknown,
+            log,
             line,
             column,
         })

@@ -22,6 +22,8 @@ pub(super) struct Written {
     pub scalar: Span,
     /// A map's args, where `$item` and `$index` are bound.
     pub item_scope: bool,
+    /// Evaluated after its node has run (a `log:` message): the node's own output is there.
+    pub after_node: bool,
 }
 
 /// How many edges the "can it have run yet" searches may visit, per tool, before the check is
@@ -247,7 +249,8 @@ impl ToolChecker<'_> {
                 let Some(&read) = ids.get(name.as_str()) else {
                     return; // W0302 already
                 };
-                if reach.before(read, at) == Some(false) {
+                let own_output = w.after_node && read == at;
+                if !own_output && reach.before(read, at) == Some(false) {
                     // `$.later` when written so.
                     let span = find_path(self.source, w.scalar, std::slice::from_ref(&name))
                         .map_or(w.scalar, |s| {

@@ -491,3 +491,65 @@ fn ask_schemas_the_protocol_cannot_carry_are_errors() {
         "{found:?}"
     );
 }
+
+/// `log:` on any node (docs/semantics.md §22): a string is an info message, a mapping names
+/// its level; the message may read the node's own output (it runs after the node) without
+/// W0801; a level that is not MCP's is E0601 with a suggestion, a misspelt `log` key E0613.
+#[test]
+fn log_messages_are_lowered_and_checked() {
+    use mcpgraph_compiler::ir::LogLevel;
+    let g = graph(&tool(
+        r#"      - { id: entry, type: entry, next: calc, log: '"started"' }
+      - { id: calc, type: transform, transform: { expr: '{"n": 2}' }, next: exit, log: { level: warning, message: '"n is " & $.calc.n' } }
+      - { id: exit, type: exit, log: { message: '$.exit' } }
+"#,
+    ));
+    let logs: Vec<(LogLevel, &str)> = g.tools[0]
+        .nodes
+        .iter()
+        .map(|n| {
+            let log = n.log.as_ref().expect("every node logs");
+            (log.level, log.message.source.as_str())
+        })
+        .collect();
+    assert_eq!(
+        logs,
+        [
+            (LogLevel::Info, "\"started\""),
+            (LogLevel::Warning, "\"n is \" & $.calc.n"),
+            (LogLevel::Info, "$.exit"),
+        ]
+    );
+    assert!(
+        diagnostics(&tool(
+            r#"      - { id: entry, type: entry, next: calc }
+      - { id: calc, type: transform, transform: { expr: '{"n": 2}' }, next: exit, log: '$.calc.n' }
+      - { id: exit, type: exit }
+"#
+        ))
+        .is_empty(),
+        "a node's log reads its own output"
+    );
+    let found = diagnostics(&tool(
+        r#"      - { id: entry, type: entry, next: a, log: { level: warn, message: '"x"' } }
+      - { id: a, type: transform, transform: { expr: '1' }, next: b, Log: '"y"' }
+      - { id: b, type: transform, transform: { expr: '2' }, next: c, log: '$.later' }
+      - { id: c, type: transform, transform: { expr: '3' }, next: later, log: { level: info } }
+      - { id: later, type: transform, transform: { expr: '4' }, next: exit }
+      - { id: exit, type: exit }
+"#,
+    ));
+    let codes: Vec<(Code, &str)> = found.iter().map(|(c, t)| (*c, t.as_str())).collect();
+    assert!(codes.contains(&(Code::E0601, "warn")), "{found:?}");
+    assert!(codes.contains(&(Code::E0613, "Log")), "{found:?}");
+    assert!(
+        codes
+            .iter()
+            .any(|(c, t)| *c == Code::W0801 && t.contains("later")),
+        "another node's output is checked as in every expression: {found:?}"
+    );
+    assert!(
+        codes.iter().any(|(c, _)| *c == Code::E0102),
+        "a log mapping without a message: {found:?}"
+    );
+}

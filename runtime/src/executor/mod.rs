@@ -27,7 +27,7 @@ mod nodes;
 pub mod report;
 
 pub use ask::{Asker, Question, Refusal};
-pub use report::{Frame, NodeObserver, NodeReport, Place};
+pub use report::{Frame, LogMessage, LogSink, NodeObserver, NodeReport, Place};
 
 use crate::cancel::Cancel;
 use crate::downstream::Downstream;
@@ -43,7 +43,7 @@ use futures::FutureExt;
 use futures::future::LocalBoxFuture;
 use jsonata_core::evaluator::CancelToken;
 use jsonata_core::value::JValue;
-use mcpgraph_compiler::ir::{Expr, Limits, Node, NodeId, NodeKind, Tool};
+use mcpgraph_compiler::ir::{Expr, Limits, Log, LogLevel, Node, NodeId, NodeKind, Tool};
 use report::{Outcome, Site};
 use serde_json::{Map, Value};
 use std::cell::{Cell, RefCell};
@@ -67,6 +67,8 @@ pub struct RunEnv {
     /// Told of node starts and ends, and asked before each node of the called tool (not of
     /// `server: self` callees) whether the run goes on, waits or ends there (debug.rs).
     pub debugger: Option<Debugger>,
+    /// Told of each message of a node's `log:` (after it is written to stderr).
+    pub on_log: Option<LogSink>,
 }
 
 /// A node's failure, as the executor carries it until the node's `onError` or the run's edge.
@@ -312,6 +314,9 @@ impl<'a> Run<'a> {
             };
             self.check_size(node, &output)?;
             self.record(current, node, node_start, &output, attempts, failed);
+            if let Some(log) = &node.log {
+                self.log(node, log);
+            }
             match (&node.kind, next) {
                 (NodeKind::Exit, _) => return Ok(output),
                 (_, Some(next)) => current = next,
@@ -434,6 +439,51 @@ impl<'a> Run<'a> {
 
     fn eval(&self, expr: &Expr, context: &JValue) -> Result<JValue, EvalError> {
         self.jsonata.borrow_mut().eval(expr, context)
+    }
+
+    /// A node's `log:` (docs/semantics.md §22), once the node's output is in the context: the
+    /// message written to stderr (target `mcpgraph::log`) and given to the call's log sink. An
+    /// undefined message logs nothing; one that fails to evaluate is logged as a warning
+    /// naming the node, and the run goes on: a log line never fails a node.
+    fn log(&self, node: &Node, log: &Log) {
+        let context = self.context();
+        let (level, data) = match self.eval(&log.message, &context) {
+            Ok(value) => match crate::value::to_json(&value) {
+                Some(data) => (log.level, data),
+                None => return,
+            },
+            Err(error) => (
+                LogLevel::Warning,
+                Value::String(format!(
+                    "the log message of node {} could not be evaluated: {error}",
+                    node.id
+                )),
+            ),
+        };
+        let message = LogMessage {
+            level,
+            node: &node.id,
+            callers: &self.callers,
+            data: &data,
+        };
+        let text = match &data {
+            Value::String(text) => text.clone(),
+            other => other.to_string(),
+        };
+        let label = message.label();
+        match level {
+            LogLevel::Debug => tracing::debug!(target: "mcpgraph::log", node = %label, "{text}"),
+            LogLevel::Info | LogLevel::Notice => {
+                tracing::info!(target: "mcpgraph::log", node = %label, "{text}");
+            }
+            LogLevel::Warning => tracing::warn!(target: "mcpgraph::log", node = %label, "{text}"),
+            LogLevel::Error | LogLevel::Critical | LogLevel::Alert | LogLevel::Emergency => {
+                tracing::error!(target: "mcpgraph::log", node = %label, "{text}");
+            }
+        }
+        if let Some(sink) = &self.session.env.on_log {
+            sink(&message);
+        }
     }
 }
 

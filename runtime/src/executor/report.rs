@@ -15,6 +15,32 @@ use std::time::Duration;
 /// Called after each executed node of a call (progress notifications, `--trace`).
 pub type NodeObserver = Arc<dyn Fn(&NodeReport<'_>) + Send + Sync>;
 
+/// Told of each message a node's `log:` makes (docs/semantics.md §22), after it is written to
+/// stderr: the MCP server sends it to the client as `notifications/message`.
+pub type LogSink = Arc<dyn Fn(&LogMessage<'_>) + Send + Sync>;
+
+/// One message of a node's `log:`.
+pub struct LogMessage<'a> {
+    pub level: mcpgraph_compiler::ir::LogLevel,
+    /// The node's id (of the callee's tool, for a node of a `server: self` callee).
+    pub node: &'a str,
+    /// The `server: self` calls the node ran inside, outermost first.
+    pub callers: &'a [Frame],
+    /// The message's value: a string as it is, or any JSON value.
+    pub data: &'a serde_json::Value,
+}
+
+impl LogMessage<'_> {
+    /// Where it was logged, for people: the node's label (`fetch`, `call › double.entry`).
+    pub fn label(&self) -> Label<'_> {
+        Label {
+            callers: self.callers,
+            node: self.node,
+            place: &Place::Node,
+        }
+    }
+}
+
 /// One executed node (or map item, or parallel branch, or node of a `self` callee).
 pub struct NodeReport<'a> {
     /// 1 for the first report of the call.
