@@ -778,7 +778,7 @@ enum Outgoing {
 /// notifications and responses on separate paths, so order is kept here: each notification
 /// returns once its line is flushed, and the call's result waits for [`Notifier::flush`].
 struct Notifier {
-    queue: tokio::sync::mpsc::UnboundedSender<Outgoing>,
+    queue: Queue,
     progress: Option<rmcp::model::ProgressToken>,
     logs: Option<CallLogs>,
 }
@@ -788,7 +788,57 @@ struct Notifier {
 struct CallLogs {
     threshold: LogLevel,
     allowance: Arc<Mutex<Allowance>>,
-    queue: tokio::sync::mpsc::UnboundedSender<Outgoing>,
+    queue: Queue,
+}
+
+/// The queue to a call's one notification writer, started with the first notification: a call
+/// that sends none costs no task.
+#[derive(Clone)]
+struct Queue(Arc<QueueInner>);
+
+struct QueueInner {
+    peer: rmcp::Peer<RoleServer>,
+    /// The runtime the call came in on (the run may report from a worker's or the blocking pool).
+    runtime: tokio::runtime::Handle,
+    sender: std::sync::OnceLock<tokio::sync::mpsc::UnboundedSender<Outgoing>>,
+}
+
+impl Queue {
+    fn send(&self, item: Outgoing) {
+        let sender = self.0.sender.get_or_init(|| {
+            let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+            self.0.runtime.spawn(write(self.0.peer.clone(), receiver));
+            sender
+        });
+        let _ = sender.send(item);
+    }
+
+    fn started(&self) -> bool {
+        self.0.sender.get().is_some()
+    }
+}
+
+/// Writes a call's notifications in order; each returns once its line is flushed.
+async fn write(
+    peer: rmcp::Peer<RoleServer>,
+    mut queue: tokio::sync::mpsc::UnboundedReceiver<Outgoing>,
+) {
+    let mut open = true;
+    while let Some(item) = queue.recv().await {
+        match item {
+            Outgoing::Progress(param) if open => {
+                open = peer.notify_progress(param).await.is_ok();
+            }
+            #[expect(deprecated, reason = "rmcp marks MCP logging deprecated (SEP-2577)")]
+            Outgoing::Log(param) if open => {
+                open = peer.notify_logging_message(param).await.is_ok();
+            }
+            Outgoing::Progress(_) | Outgoing::Log(_) => {}
+            Outgoing::Flush(done) => {
+                let _ = done.send(());
+            }
+        }
+    }
 }
 
 impl CallLogs {
@@ -808,7 +858,7 @@ impl CallLogs {
         let param =
             rmcp::model::LoggingMessageNotificationParam::new(client_log::to_mcp(level), data)
                 .with_logger(crate::metrics::client_chosen(logger).to_string());
-        let _ = self.queue.send(Outgoing::Log(param));
+        self.queue.send(Outgoing::Log(param));
     }
 
     /// What a node's report tells at info (a failure caught, attempts) and debug (its end).
@@ -865,26 +915,11 @@ impl Notifier {
         if progress.is_none() && level.is_none() {
             return None;
         }
-        let peer = context.peer.clone();
-        let (queue, mut rx) = tokio::sync::mpsc::unbounded_channel::<Outgoing>();
-        tokio::spawn(async move {
-            let mut open = true;
-            while let Some(item) = rx.recv().await {
-                match item {
-                    Outgoing::Progress(param) if open => {
-                        open = peer.notify_progress(param).await.is_ok();
-                    }
-                    #[expect(deprecated, reason = "rmcp marks MCP logging deprecated (SEP-2577)")]
-                    Outgoing::Log(param) if open => {
-                        open = peer.notify_logging_message(param).await.is_ok();
-                    }
-                    Outgoing::Progress(_) | Outgoing::Log(_) => {}
-                    Outgoing::Flush(done) => {
-                        let _ = done.send(());
-                    }
-                }
-            }
-        });
+        let queue = Queue(Arc::new(QueueInner {
+            peer: context.peer.clone(),
+            runtime: tokio::runtime::Handle::current(),
+            sender: std::sync::OnceLock::new(),
+        }));
         let logs = level.map(|threshold| CallLogs {
             threshold,
             allowance: Arc::new(Mutex::new(Allowance::default())),
@@ -911,7 +946,7 @@ impl Notifier {
             if let Some((token, queue)) = &progress {
                 let param = ProgressNotificationParam::new(token.clone(), report.index as f64)
                     .with_message(format!("{} ({})", report.label(), report.node_type));
-                let _ = queue.send(Outgoing::Progress(param));
+                queue.send(Outgoing::Progress(param));
             }
             if let Some(logs) = &logs {
                 logs.report(report);
@@ -981,13 +1016,15 @@ impl Notifier {
                     )),
                 )
                 .with_logger("mcpgraph");
-                let _ = self.queue.send(Outgoing::Log(param));
+                self.queue.send(Outgoing::Log(param));
             }
         }
-        let (done, wait) = tokio::sync::oneshot::channel();
-        if self.queue.send(Outgoing::Flush(done)).is_ok() {
-            let _ = tokio::time::timeout(NOTIFICATION_FLUSH_LIMIT, wait).await;
+        if !self.queue.started() {
+            return;
         }
+        let (done, wait) = tokio::sync::oneshot::channel();
+        self.queue.send(Outgoing::Flush(done));
+        let _ = tokio::time::timeout(NOTIFICATION_FLUSH_LIMIT, wait).await;
     }
 }
 
