@@ -1,17 +1,20 @@
 //! MCP logging (docs/semantics.md §22): what a client is sent as `notifications/message` while
-//! its call runs, at the level it chose, never faster than [`PER_SECOND`] a call.
+//! its call runs, at the level it chose: a burst of at most [`PER_SECOND`], then at most that
+//! many a second, per call.
 //!
 //! The level: a 2025-era client's `logging/setLevel` sets it for its connection (stdio: the
 //! process; HTTP: the session, or with stateless serving the one request, so such a client
 //! gets the default, [`DEFAULT_LEVEL`]); a 2026-07-28 client names it in each request's `_meta`
 //! (`io.modelcontextprotocol/logLevel`), and a request without it is sent none.
 //!
-//! What is sent, by level: debug, each node's start and end; info, a node's failure caught by
-//! its `onError` (or a failed map item or branch kept or skipped) and a call that needed more
-//! than one attempt; error, the call's failure; and every graph `log:` at its own level. Only
-//! what the call's result or error already tells the client: node ids, types, kinds, attempts,
-//! times and failure texts (with the configuration's secrets hidden, as in error results),
-//! never an argument's or an output's value, except what a graph's own `log:` chooses to say.
+//! What is sent, by level: debug, each node's start and end, and a caught failure's text;
+//! info, a node's failure caught by its `onError` (or a failed map item or branch kept or
+//! skipped), by its kind, and a call that needed more than one attempt; error, the call's
+//! failure; and every graph `log:` at its own level. Only what the call's result or error
+//! already tells the client (node ids, types, kinds, attempts, times, the call's failure text
+//! with the configuration's secrets hidden, as in error results) and, at debug only, a caught
+//! failure's text; never an argument's or an output's value, except what a graph's own `log:`
+//! chooses to say.
 
 // rmcp marks MCP logging deprecated (SEP-2577, for a protocol era to come); today's clients,
 // and the official conformance suite, use it.

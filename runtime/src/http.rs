@@ -62,6 +62,9 @@ const KEEP_ALIVE: Duration = Duration::from_secs(5);
 /// How long answers get to be written once their calls have ended, before the streams still
 /// open are cut.
 const ANSWER_GRACE: Duration = Duration::from_millis(500);
+/// How long an idle connection closed for a newcomer at the cap gets to write what hyper still
+/// holds of its last answer.
+const EVICTION_GRACE: Duration = Duration::from_secs(1);
 /// Once the drain has ended, the most the open connections get to close.
 const CLOSE_LIMIT: Duration = Duration::from_secs(5);
 /// The most the downstream servers get to close.
@@ -313,12 +316,16 @@ async fn serve_connections(
             let turned_idle = connections.turned_idle();
             let mut turned_idle = std::pin::pin!(turned_idle);
             turned_idle.as_mut().enable();
+            let declined = connections.declined();
+            let mut declined = std::pin::pin!(declined);
+            declined.as_mut().enable();
             let evicted = connections.evict_one();
             tokio::select! {
                 biased;
                 () = stopping.cancelled() => break None,
                 permit = permits.clone().acquire_owned() => break permit.ok(),
                 () = turned_idle, if !evicted => {}
+                () = declined, if evicted => {}
             }
         };
         let Some(permit) = permit else { break };
@@ -354,10 +361,18 @@ async fn serve_connections(
                 }
                 () = connection.evicted() => {
                     if connection.is_idle() {
-                        // Nothing is owed on it: closed at once (dropped).
+                        if connection.never_active() {
+                            // Nothing was ever written on it: closed at once (dropped).
+                            return;
+                        }
+                        // hyper may still hold the end of its last answer: written, briefly.
+                        served.as_mut().graceful_shutdown();
+                        let _ = tokio::time::timeout(EVICTION_GRACE, served).await;
                         return;
                     }
-                    // A request began after it was chosen: closed after that answer.
+                    // A request began after it was chosen: closed after that answer, and
+                    // the newcomer chooses another.
+                    connection.decline();
                     served.as_mut().graceful_shutdown();
                     served.await
                 }
@@ -614,7 +629,8 @@ fn too_slow(deadline: Duration) -> Response {
         StatusCode::REQUEST_TIMEOUT,
         [(header::CONNECTION, HeaderValue::from_static("close"))],
         format!(
-            "Request Timeout: the request body did not arrive within {} s of its head (--header-timeout)\n",
+            "Request Timeout: the request body did not arrive within {} s of its head \
+             (--header-timeout)\n",
             deadline.as_secs_f64()
         ),
     )

@@ -6,8 +6,10 @@
 //! call's event stream, a `subscriptions/listen` stream. Otherwise it is *idle*: it has not yet
 //! sent a whole request head, or waits between keep-alive requests. An idle connection costs the
 //! server a file descriptor and nothing it owes anyone, so at the cap it is the idle ones that
-//! are closed: of the address holding the most places, the one whose last request started
-//! longest ago (or that opened longest ago, if it never sent one). A peer that opens connections
+//! are closed: of the address (an IPv6 /64) holding the most places, the one least recently
+//! active (its last request's start or answer's end, or its opening). One that never carried a
+//! request is closed at once; one that did gets a moment to write what hyper still holds of
+//! its last answer. A peer that opens connections
 //! and sends nothing, or sends a byte at a time, then fills the server for no one but itself:
 //! each new connection, its own or another client's, takes one of its places. A busy connection
 //! is never closed for a newcomer; when every place is busy, the newcomer waits for one to end,
@@ -30,6 +32,9 @@ pub(crate) struct Connections {
     open: Mutex<Registry>,
     /// Told whenever a connection turns idle: a newcomer waiting at the cap looks again.
     turned_idle: Notify,
+    /// Told when a connection chosen to give up its place turned out busy (a request began
+    /// after it was chosen): the newcomer chooses another.
+    declined: Notify,
 }
 
 #[derive(Default)]
@@ -46,7 +51,8 @@ pub(crate) struct Connection {
     opened: Instant,
     /// Answers being produced for it (more than one only for pipelined requests).
     busy: AtomicUsize,
-    /// When its latest request started, in milliseconds after `opened` (0: none yet).
+    /// When it was last active (its latest request's start, or its latest answer's end), in
+    /// milliseconds after `opened`; 0: no request yet.
     active_ms: AtomicU64,
     evicted: CancellationToken,
     owner: Arc<Connections>,
@@ -78,7 +84,7 @@ impl Connections {
         let registry = self.open.lock().unwrap_or_else(PoisonError::into_inner);
         let mut places: HashMap<IpAddr, usize> = HashMap::new();
         for connection in registry.by_id.values() {
-            *places.entry(connection.peer).or_default() += 1;
+            *places.entry(holder(connection.peer)).or_default() += 1;
         }
         let victim = registry
             .by_id
@@ -104,6 +110,12 @@ impl Connections {
         self.turned_idle.notified()
     }
 
+    /// Resolves when a connection chosen by [`Connections::evict_one`] keeps its place for now
+    /// (it turned busy); enable it before choosing.
+    pub(crate) fn declined(&self) -> tokio::sync::futures::Notified<'_> {
+        self.declined.notified()
+    }
+
     #[cfg(test)]
     fn len(&self) -> usize {
         self.open
@@ -117,8 +129,24 @@ impl Connections {
 impl Connection {
     /// A request has begun on it (its head has arrived).
     pub(crate) fn request_started(&self) {
+        self.touch();
+    }
+
+    fn touch(&self) {
         let ms = u64::try_from(self.opened.elapsed().as_millis()).unwrap_or(u64::MAX);
         self.active_ms.store(ms.max(1), Ordering::Release);
+    }
+
+    /// Whether it has never carried a request: nothing was ever written on it, so it can be
+    /// closed at once.
+    pub(crate) fn never_active(&self) -> bool {
+        self.active_ms.load(Ordering::Acquire) == 0
+    }
+
+    /// Chosen, it keeps its place until its answer has been written: the newcomer is told to
+    /// choose another.
+    pub(crate) fn decline(&self) {
+        self.owner.declined.notify_waiters();
     }
 
     /// An answer is being produced for a request it sent whole: it is busy until the returned
@@ -128,7 +156,7 @@ impl Connection {
         Busy(self.clone())
     }
 
-    /// When it was last active: its latest request's start, or its opening.
+    /// When it was last active: its latest request's start or answer's end, or its opening.
     fn last_active(&self) -> Instant {
         self.opened + std::time::Duration::from_millis(self.active_ms.load(Ordering::Acquire))
     }
@@ -142,6 +170,22 @@ impl Connection {
     /// connection whose request began after it was chosen closes after that answer instead.
     pub(crate) fn is_idle(&self) -> bool {
         self.busy.load(Ordering::Acquire) == 0
+    }
+}
+
+/// Whose places a connection's address counts among: an IPv6 peer's /64 (one host can use a
+/// whole /64, which a per-address count would see as many peers), an IPv4 address (mapped to
+/// IPv6 or not) as itself.
+fn holder(peer: IpAddr) -> IpAddr {
+    match peer {
+        IpAddr::V4(v4) => IpAddr::V4(v4),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let prefix = u128::from(v6) & !((1u128 << 64) - 1);
+                IpAddr::V6(std::net::Ipv6Addr::from(prefix))
+            }
+        },
     }
 }
 
@@ -165,6 +209,8 @@ pub(crate) struct Busy(Arc<Connection>);
 
 impl Drop for Busy {
     fn drop(&mut self) {
+        // Its answer has just been handed over: recently active, so not the first to go.
+        self.0.touch();
         if self.0.busy.fetch_sub(1, Ordering::AcqRel) == 1 {
             self.0.owner.turned_idle.notify_waiters();
         }
@@ -262,6 +308,32 @@ mod tests {
         assert!(busy.0.is_idle());
         assert!(connections.evict_one());
         assert!(evicted(&busy.0));
+    }
+
+    #[test]
+    fn an_ipv6_peer_holds_its_places_as_a_64_and_a_mapped_ipv4_as_itself() {
+        let a: IpAddr = "2001:db8:1:2:aaaa::1".parse().unwrap();
+        let b: IpAddr = "2001:db8:1:2:bbbb::9".parse().unwrap();
+        let other: IpAddr = "2001:db8:1:3::1".parse().unwrap();
+        assert_eq!(holder(a), holder(b));
+        assert_ne!(holder(a), holder(other));
+        let mapped: IpAddr = "::ffff:10.0.0.1".parse().unwrap();
+        assert_eq!(holder(mapped), "10.0.0.1".parse::<IpAddr>().unwrap());
+    }
+
+    #[test]
+    fn an_answer_just_written_makes_its_connection_recent() {
+        let connections = Arc::new(Connections::default());
+        let served = connections.open(addr(1, 1));
+        let fresh = connections.open(addr(1, 2));
+        assert!(served.0.never_active() && fresh.0.never_active());
+        served.0.request_started();
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        drop(served.0.busy());
+        assert!(!served.0.never_active());
+        // The connection that opened later but has done nothing since is the one to go.
+        assert!(connections.evict_one());
+        assert!(evicted(&fresh.0) && !evicted(&served.0));
     }
 
     #[test]
