@@ -165,10 +165,11 @@ def measure(servers, levels, rounds):
     return results
 
 
-LABELS = {"floor": "floor (minimal rmcp server)", "serve": "`mcpgraph serve`", "built": "built binary"}
+LABELS = {"floor": "floor (minimal rmcp server)", "serve": "`mcpgraph serve`", "built": "built binary",
+          "before": "`mcpgraph serve`, the build before"}
 
 
-def table(results, hwm, names, levels, rounds, build_s, skipped):
+def table(results, hwm, names, levels, rounds, build_s, skipped, before_note=""):
     med = lambda name, c, field: statistics.median(s[field] for s in results[(name, c)])
     wrong = lambda name: sum(s["wrong"] for c, _ in levels for s in results[(name, c)])
     sampled = lambda name: max(s["rss_kib"] for c, _ in levels for s in results[(name, c)])
@@ -199,9 +200,16 @@ def table(results, hwm, names, levels, rounds, build_s, skipped):
         for c, _ in levels:
             cells += [f"{med(name, c, field) / med('floor', c, field):.2f}×" for field in ("calls_per_s", "p50_ms", "p99_ms")]
         lines.append(f"| {LABELS[name]} ÷ floor | {' | '.join(cells)} | {hwm[name] / hwm['floor']:.2f}× | |")
+    if "before" in names:
+        cells = []
+        for c, _ in levels:
+            cells += [f"{med('serve', c, field) / med('before', c, field):.2f}×" for field in ("calls_per_s", "p50_ms", "p99_ms")]
+        lines.append(f"| `mcpgraph serve` ÷ the build before | {' | '.join(cells)} | {hwm['serve'] / hwm['before']:.2f}× | |")
     lines.append("")
     notes = ["Ratios are ours over the floor's: what mcpgraph adds (the graph run, its schema checks, the log "
              "line per call, its HTTP middleware) shows as calls/s below 1× and latency and memory above 1×."]
+    if "before" in names:
+        notes.append(f"The build before is {before_note}, run as `serve` beside this build in every round.")
     if skipped:
         notes.append(f"The built binary is missing: its build took more than {skipped:.0f} s (a cold build cache, or a busy "
                      "machine) and was stopped; run again once the cache is warm.")
@@ -232,7 +240,9 @@ def replace_block(text, block):
     return text.rstrip("\n") + "\n" + part
 
 
-def main(quick=False, rounds=None, build_timeout=300.0, no_build=False):
+def main(quick=False, rounds=None, build_timeout=300.0, no_build=False, before=None):
+    """`before`: another mcpgraph binary (the build before a change), served as `serve` is, in
+    every round beside it: the A/B of a change, with its ratio in the table."""
     if no_build:
         # The binaries as they are (a second run while the tree is being edited).
         build_s = 0.0 if os.path.exists(BUILT) else None
@@ -245,6 +255,12 @@ def main(quick=False, rounds=None, build_timeout=300.0, no_build=False):
                 ("serve", [MCPGRAPH, "serve", GRAPH, "--http", "127.0.0.1:0"])]
     if build_s is not None:
         commands.append(("built", [BUILT, "--http", "127.0.0.1:0"]))
+    before_note = ""
+    if before:
+        before = os.path.abspath(before)
+        commands.append(("before", [before, "serve", GRAPH, "--http", "127.0.0.1:0"]))
+        out = subprocess.run([before, "--version"], capture_output=True, text=True).stdout.strip()
+        before_note = f"`{os.path.basename(before)}` ({out or 'version unknown'})"
     servers = []
     try:
         for name, cmd in commands:
@@ -256,7 +272,7 @@ def main(quick=False, rounds=None, build_timeout=300.0, no_build=False):
             server.stop()
     names = [s.name for s in servers]
     skipped = None if build_s is not None else (build_timeout if not no_build else 0)
-    block = table(results, hwm, names, levels, rounds, build_s, skipped)
+    block = table(results, hwm, names, levels, rounds, build_s, skipped, before_note)
     print(block)
     if quick:
         return
@@ -277,5 +293,6 @@ if __name__ == "__main__":
                     help="seconds the built binary's build may take before it is skipped (default 300)")
     ap.add_argument("--no-build", action="store_true",
                     help="measure the binaries already in target/ (no cargo, no mcpgraph build)")
+    ap.add_argument("--before", help="an mcpgraph binary built before a change, measured as `serve` beside this build")
     a = ap.parse_args()
-    main(a.quick, a.rounds, a.build_timeout, a.no_build)
+    main(a.quick, a.rounds, a.build_timeout, a.no_build, a.before)

@@ -393,7 +393,8 @@ def main():
     ap.add_argument("--only", choices=["build", "fanout", "http", "debugger"], help="measure only this part and rewrite only its table")
     ap.add_argument("--cold-native", action="store_true",
                     help="also time one `build --native` with a cold cache (a fresh MCPGRAPH_CACHE_DIR in target/bench: minutes)")
-    ap.add_argument("--before", help="with --only debugger: an mcpgraph binary built without the debugging surface")
+    ap.add_argument("--before", help="with --only debugger: an mcpgraph binary built without the debugging surface; "
+                                     "with --only http: an mcpgraph binary built before a change, served beside this one")
     a = ap.parse_args()
     if a.only == "debugger":
         sys.dont_write_bytecode = True
@@ -414,7 +415,7 @@ def main():
         spec = importlib.util.spec_from_file_location("bench_http", os.path.join(ROOT, "bench", "http.py"))
         bench_http = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(bench_http)
-        bench_http.main(a.quick)
+        bench_http.main(a.quick, before=a.before)
         return
     main_js = setup()
     bins, build_fig, small_s = build_servers(a.cold_native)
