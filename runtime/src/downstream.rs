@@ -16,6 +16,7 @@ mod tls;
 use crate::child::ChildProcess;
 use crate::envsubst::{expand_env, redact};
 use crate::failure::{Failure, FailureKind};
+use crate::trace_context::TraceContext;
 use crate::value::to_jvalue;
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
@@ -24,7 +25,7 @@ use mcpgraph_compiler::ir::{Server, ServerId, Transport};
 use mcpgraph_compiler::lock::{self, LockedServer, LockedTool};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
-    Implementation,
+    Implementation, RequestParamsMeta,
 };
 use rmcp::service::{
     ClientInitializeError, Peer, RoleClient, RunningService, ServiceError, ServiceExt,
@@ -161,8 +162,9 @@ impl Downstream {
         tool: &str,
         args: Map<String, Value>,
         timeout_ms: u64,
+        trace: Option<&TraceContext>,
     ) -> Result<JValue, Failure> {
-        self.call_inner(runtime, id, tool, args, timeout_ms)
+        self.call_inner(runtime, id, tool, args, timeout_ms, trace)
             .await
             .map_err(redacted)
     }
@@ -179,11 +181,19 @@ impl Downstream {
         tool: &str,
         args: Map<String, Value>,
         timeout_ms: u64,
+        trace: Option<&TraceContext>,
     ) -> Result<JValue, Failure> {
         let slot = &self.slots[id.0 as usize];
         let connection = self.connect(runtime, slot).await?;
         let mark = connection.stderr.mark();
-        let params = CallToolRequestParams::new(tool.to_string()).with_arguments(args);
+        let mut params = CallToolRequestParams::new(tool.to_string()).with_arguments(args);
+        // The caller's trace context, as it came (trace_context.rs).
+        if let Some(trace) = trace {
+            params.set_traceparent(&trace.traceparent);
+            if let Some(state) = &trace.tracestate {
+                params.set_tracestate(state);
+            }
+        }
         let timeout = Duration::from_millis(timeout_ms);
         let peer = connection.service.peer().clone();
         // Dropping this future (time limit, cancellation) sends notifications/cancelled downstream.

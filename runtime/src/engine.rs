@@ -9,6 +9,7 @@ use crate::executor::{self, Asker, LogSink, NodeObserver, RunEnv};
 use crate::failure::{Failure, FailureKind, RunError};
 use crate::pool::Pool;
 use crate::program::{Program, SchemaViolation};
+use crate::trace_context::TraceContext;
 use crate::value::to_json;
 use mcpgraph_compiler::Graph;
 use serde_json::{Map, Value};
@@ -31,6 +32,9 @@ pub struct CallOptions {
     pub debugger: Option<Debugger>,
     /// Told of each message of a node's `log:` (which is written to stderr in any case).
     pub log: Option<LogSink>,
+    /// The caller's trace context, forwarded to every downstream MCP request of the call
+    /// (trace_context.rs).
+    pub trace: Option<TraceContext>,
 }
 
 pub struct Engine {
@@ -197,6 +201,7 @@ impl Engine {
             asker,
             debugger,
             log,
+            trace,
         } = options;
         let index = self
             .program
@@ -271,6 +276,7 @@ impl Engine {
                         asker,
                         debugger,
                         on_log: log,
+                        trace,
                     };
                     executor::run(&program, index, args, &env)
                         .await
@@ -320,6 +326,8 @@ fn run_pure(
         asker: None,
         debugger,
         on_log: log,
+        // A run without downstream calls has nothing to pass a trace context to.
+        trace: None,
     };
     let run = executor::run(program, index, args, &env);
     let mut run = std::pin::pin!(run);

@@ -30,6 +30,7 @@ mod program;
 mod serve;
 mod server;
 mod standalone;
+mod trace_context;
 mod value;
 mod versions;
 mod watch;
@@ -56,6 +57,7 @@ pub use serve::{
     serve_stdio, shutdown_signal,
 };
 pub use server::GraphServer;
+pub use trace_context::TraceContext;
 pub use value::{to_js_json, to_json};
 pub use versions::{Version, Versions};
 pub use watch::Watch;

@@ -716,6 +716,7 @@ impl ServerHandler for GraphServer {
             },
             debugger: notifier.as_ref().and_then(Notifier::debugger),
             log: notifier.as_ref().and_then(Notifier::log_sink),
+            trace: trace_context(&context),
         };
         let outcome = engine.call_with(&request.name, args, options).await;
         if let (Some(notifier), Err(error)) = (&notifier, &outcome)
@@ -756,6 +757,20 @@ impl ServerHandler for GraphServer {
             Err(other) => Ok(failure(other.to_string()).into()),
         }
     }
+}
+
+/// The caller's trace context (trace_context.rs): `params._meta.traceparent` (any transport),
+/// else the HTTP request's `traceparent` header; each with its `tracestate`.
+fn trace_context(context: &RequestContext<RoleServer>) -> Option<crate::TraceContext> {
+    if let Some(traceparent) = context.meta.get_traceparent() {
+        return crate::TraceContext::parse(traceparent, context.meta.get_tracestate());
+    }
+    let headers = &context
+        .extensions
+        .get::<axum::http::request::Parts>()?
+        .headers;
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    crate::TraceContext::parse(header("traceparent")?, header("tracestate"))
 }
 
 /// Who answers a call's `ask` nodes: the client, through `elicitation/create`, when it

@@ -1053,3 +1053,48 @@ fn a_connection_at_the_cap_takes_the_place_of_an_idle_one() {
     }
     let _ = std::fs::remove_file(&log);
 }
+
+/// Over HTTP the caller's trace context may come as headers (`traceparent`, `tracestate`): it
+/// reaches the downstream MCP request in `_meta`, unchanged (docs/observability.md).
+#[test]
+fn a_traceparent_header_reaches_the_downstream_request() {
+    const PARENT: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    let log = temp_file("trace.log");
+    let log_text = log.to_string_lossy().into_owned();
+    let server = Server::start(
+        &[&http_graph().to_string_lossy(), "--http", "127.0.0.1:0"],
+        &[("MCPGRAPH_MOCK_LOG", &log_text)],
+    );
+    let call = post_call(
+        server.port,
+        "nap",
+        json!({"ms": 1}),
+        &[
+            ("traceparent", PARENT),
+            ("tracestate", "rojo=00f067aa0ba902b7"),
+        ],
+    );
+    assert_eq!(call.status, 200, "{call:?}");
+    assert_eq!(
+        rpc_message(&call)["result"]["structuredContent"],
+        json!({"napped": 1}),
+        "{call:?}"
+    );
+    let nap = std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find(|m| m["method"] == "tools/call" && m["params"]["name"] == "nap")
+        .expect("the mock server received the nap");
+    assert_eq!(
+        nap["params"]["_meta"]["traceparent"],
+        json!(PARENT),
+        "{nap}"
+    );
+    assert_eq!(
+        nap["params"]["_meta"]["tracestate"],
+        json!("rojo=00f067aa0ba902b7"),
+        "{nap}"
+    );
+    let _ = std::fs::remove_file(&log);
+}

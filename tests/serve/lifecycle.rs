@@ -371,3 +371,75 @@ fn a_graph_that_does_not_check_is_still_served_with_its_diagnostics() {
     assert_eq!(call["result"]["isError"], json!(true), "{call}");
     assert!(text(&call).contains("E0205"), "{call}");
 }
+
+/// The caller's W3C trace context (`params._meta.traceparent` and `tracestate`) reaches every
+/// downstream MCP request of its call, unchanged: an mcp node's and each map item's; a malformed
+/// one is dropped, and a call without one sends none (docs/observability.md).
+#[test]
+fn the_callers_trace_context_reaches_every_downstream_request() {
+    const PARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let log = log_file("trace");
+    let mut server = start(Some(&log));
+    let call = |server: &mut Mcp, tool: &str, args: serde_json::Value, meta: serde_json::Value| {
+        let response = server.request(
+            "tools/call",
+            json!({"name": tool, "arguments": args, "_meta": meta}),
+        );
+        assert_ne!(response["result"]["isError"], json!(true), "{response}");
+    };
+    call(
+        &mut server,
+        "tagged",
+        json!({"tag": "traced"}),
+        json!({"traceparent": PARENT, "tracestate": "congo=t61rcWkgMzE"}),
+    );
+    call(
+        &mut server,
+        "fanout",
+        json!({}),
+        json!({"traceparent": PARENT}),
+    );
+    call(
+        &mut server,
+        "tagged",
+        json!({"tag": "malformed"}),
+        json!({"traceparent": "00-not-a-trace-01", "tracestate": "a=b"}),
+    );
+    call(&mut server, "tagged", json!({"tag": "untraced"}), json!({}));
+    let requests: Vec<serde_json::Value> = std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .filter(|m: &serde_json::Value| m["method"] == "tools/call")
+        .collect();
+    let meta_of = |tag: &str| {
+        requests
+            .iter()
+            .find(|m| m["params"]["arguments"]["tag"] == tag)
+            .map(|m| m["params"]["_meta"].clone())
+            .unwrap_or_else(|| panic!("no downstream call tagged {tag}: {requests:?}"))
+    };
+    let traced = meta_of("traced");
+    assert_eq!(traced["traceparent"], json!(PARENT), "{traced}");
+    assert_eq!(traced["tracestate"], json!("congo=t61rcWkgMzE"), "{traced}");
+    let items: Vec<&serde_json::Value> = requests
+        .iter()
+        .filter(|m| m["params"]["arguments"].get("n").is_some())
+        .collect();
+    assert_eq!(items.len(), 3, "{requests:?}");
+    for item in items {
+        assert_eq!(
+            item["params"]["_meta"]["traceparent"],
+            json!(PARENT),
+            "{item}"
+        );
+    }
+    for tag in ["malformed", "untraced"] {
+        let meta = meta_of(tag);
+        assert!(
+            meta.get("traceparent").is_none() && meta.get("tracestate").is_none(),
+            "{tag}: {meta}"
+        );
+    }
+    let _ = std::fs::remove_file(&log);
+}

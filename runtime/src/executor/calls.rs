@@ -124,9 +124,10 @@ impl<'a> Session<'a> {
                     .timeout_ms
                     .unwrap_or_else(|| self.env.downstream.timeout_ms(server));
                 let downstream = self.env.downstream.clone();
+                let trace = self.env.trace.as_ref();
                 let request = async move {
                     downstream
-                        .call(&runtime, server, &call.tool, arguments, timeout_ms)
+                        .call(&runtime, server, &call.tool, arguments, timeout_ms, trace)
                         .await
                         .map_err(NodeFailure::from)
                 };

@@ -69,6 +69,8 @@ pub struct RunEnv {
     pub debugger: Option<Debugger>,
     /// Told of each message of a node's `log:` (after it is written to stderr).
     pub on_log: Option<LogSink>,
+    /// The caller's trace context, forwarded in the `_meta` of every downstream MCP request.
+    pub trace: Option<crate::trace_context::TraceContext>,
 }
 
 /// A node's failure, as the executor carries it until the node's `onError` or the run's edge.
