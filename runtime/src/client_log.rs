@@ -40,27 +40,21 @@ pub(crate) struct ConnectionLevel(Arc<AtomicU8>);
 
 impl Default for ConnectionLevel {
     fn default() -> ConnectionLevel {
-        ConnectionLevel(Arc::new(AtomicU8::new(rank(DEFAULT_LEVEL))))
+        ConnectionLevel(Arc::new(AtomicU8::new(DEFAULT_LEVEL as u8)))
     }
 }
 
 impl ConnectionLevel {
     pub(crate) fn set(&self, level: LogLevel) {
-        self.0.store(rank(level), Ordering::Relaxed);
+        self.0.store(level as u8, Ordering::Relaxed);
     }
 
+    /// `LogLevel::ALL` lists the levels in declaration order, so a level's discriminant is its
+    /// index there.
     pub(crate) fn get(&self) -> LogLevel {
-        let rank = usize::from(self.0.load(Ordering::Relaxed));
-        LogLevel::ALL.get(rank).copied().unwrap_or(DEFAULT_LEVEL)
+        let index = usize::from(self.0.load(Ordering::Relaxed));
+        LogLevel::ALL.get(index).copied().unwrap_or(DEFAULT_LEVEL)
     }
-}
-
-fn rank(level: LogLevel) -> u8 {
-    LogLevel::ALL
-        .iter()
-        .position(|l| *l == level)
-        .and_then(|p| u8::try_from(p).ok())
-        .unwrap_or(0)
 }
 
 pub(crate) fn from_mcp(level: LoggingLevel) -> LogLevel {
