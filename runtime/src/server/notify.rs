@@ -109,14 +109,18 @@ impl CallLogs {
     }
 
     /// Queues a message at `level` if the call's level and allowance let it through.
+    fn send(&self, level: LogLevel, logger: &str, data: Value) {
+        if self.wants(level) && lock(&self.allowance).take() {
+            self.queue_message(level, logger, data);
+        }
+    }
+
+    /// Queues a message, whatever the level and the allowance.
     #[expect(
         deprecated,
         reason = "rmcp marks MCP logging deprecated (SEP-2577); clients use it"
     )]
-    fn send(&self, level: LogLevel, logger: &str, data: Value) {
-        if !self.wants(level) || !lock(&self.allowance).take() {
-            return;
-        }
+    fn queue_message(&self, level: LogLevel, logger: &str, data: Value) {
         let param =
             rmcp::model::LoggingMessageNotificationParam::new(client_log::to_mcp(level), data)
                 .with_logger(crate::metrics::client_chosen(logger).to_string());
@@ -280,17 +284,16 @@ impl Notifier {
     pub(super) async fn flush(self) {
         if let Some(logs) = &self.logs {
             let dropped = lock(&logs.allowance).dropped;
+            // Past the allowance itself: the count is what the client is owed.
             if dropped > 0 && logs.wants(LogLevel::Warning) {
-                #[expect(deprecated, reason = "rmcp marks MCP logging deprecated (SEP-2577)")]
-                let param = rmcp::model::LoggingMessageNotificationParam::new(
-                    client_log::to_mcp(LogLevel::Warning),
+                logs.queue_message(
+                    LogLevel::Warning,
+                    "mcpgraph",
                     Value::String(format!(
-                        "{dropped} log messages of this call were not sent (more than {} a second)",
+                        "{dropped} log messages of this call were not sent (over a burst of {0}, then {0} a second)",
                         client_log::PER_SECOND
                     )),
-                )
-                .with_logger("mcpgraph");
-                self.queue.send(Outgoing::Log(param));
+                );
             }
         }
         if !self.queue.started() {
