@@ -11,7 +11,7 @@
 //! lock once, on its first connection, after the first call there has its answer: drift is a
 //! warning in the log, never a failure or a delay.
 
-mod tls;
+pub(crate) mod tls;
 
 use crate::child::ChildProcess;
 use crate::envsubst::{expand_env, redact};

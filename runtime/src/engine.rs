@@ -9,6 +9,7 @@ use crate::executor::{self, Asker, LogSink, NodeObserver, RunEnv};
 use crate::failure::{Failure, FailureKind, RunError};
 use crate::pool::Pool;
 use crate::program::{Program, SchemaViolation};
+use crate::telemetry::Span;
 use crate::trace_context::TraceContext;
 use crate::value::to_json;
 use mcpgraph_compiler::Graph;
@@ -32,9 +33,13 @@ pub struct CallOptions {
     pub debugger: Option<Debugger>,
     /// Told of each message of a node's `log:` (which is written to stderr in any case).
     pub log: Option<LogSink>,
-    /// The caller's trace context, forwarded to every downstream MCP request of the call
+    /// The caller's trace context: the parent of the call's span when traces are exported
+    /// (telemetry.rs), else forwarded as it came to every downstream MCP request of the call
     /// (trace_context.rs).
     pub trace: Option<TraceContext>,
+    /// The JSON-RPC id of the `tools/call` request this call answers (its span's
+    /// `jsonrpc.request.id`); `None`: a call made in process.
+    pub request_id: Option<String>,
 }
 
 pub struct Engine {
@@ -146,6 +151,7 @@ impl Engine {
     /// then if need be.
     pub fn load(graph: Graph) -> Result<Engine, LoadError> {
         let program = Program::new(graph);
+        crate::telemetry::start(&program.graph.server.name);
         if program.tools.iter().any(|tool| !tool.pure) {
             Pool::shared()?;
         }
@@ -202,7 +208,42 @@ impl Engine {
             debugger,
             log,
             trace,
+            request_id,
         } = options;
+        let span = Span::call(name, request_id.as_deref(), trace.as_ref());
+        let outcome = self
+            .call_traced(
+                name,
+                args,
+                (cancel, observer, asker, debugger, log),
+                trace,
+                &span,
+            )
+            .await;
+        if let Some(span) = span {
+            if let Err(error) = &outcome {
+                span.failed(error.kind_name());
+            }
+            span.end();
+        }
+        outcome
+    }
+
+    /// [`Engine::call_with`] under the call's span (`None`: traces are off).
+    async fn call_traced(
+        &self,
+        name: &str,
+        args: Map<String, Value>,
+        (cancel, observer, asker, debugger, log): (
+            CancellationToken,
+            Option<NodeObserver>,
+            Option<Asker>,
+            Option<Debugger>,
+            Option<LogSink>,
+        ),
+        trace: Option<TraceContext>,
+        span: &Option<Span>,
+    ) -> Result<Value, CallError> {
         let index = self
             .program
             .tool_index(name)
@@ -229,6 +270,7 @@ impl Engine {
                 Ok(runtime) => {
                     let program = self.program.clone();
                     let downstream = self.downstream.clone();
+                    let span = span.clone();
                     runtime
                         .spawn_blocking(move || {
                             run_pure(
@@ -237,7 +279,7 @@ impl Engine {
                                 args,
                                 downstream,
                                 cancel,
-                                (observer, debugger, log),
+                                (observer, debugger, log, span),
                             )
                         })
                         .await
@@ -250,7 +292,7 @@ impl Engine {
                     args,
                     self.downstream.clone(),
                     cancel,
-                    (observer, debugger, log),
+                    (observer, debugger, log, span.clone()),
                 ),
             }
         } else {
@@ -266,6 +308,7 @@ impl Engine {
             let downstream = self.downstream.clone();
             // Downstream connections live on the caller's runtime, not on the worker's.
             let runtime = Handle::try_current().ok();
+            let span = span.clone();
             pool.run(move || {
                 Box::pin(async move {
                     let env = RunEnv {
@@ -277,6 +320,7 @@ impl Engine {
                         debugger,
                         on_log: log,
                         trace,
+                        span,
                     };
                     executor::run(&program, index, args, &env)
                         .await
@@ -316,7 +360,12 @@ fn run_pure(
     args: Map<String, Value>,
     downstream: Arc<Downstream>,
     cancel: Cancel,
-    (observer, debugger, log): (Option<NodeObserver>, Option<Debugger>, Option<LogSink>),
+    (observer, debugger, log, span): (
+        Option<NodeObserver>,
+        Option<Debugger>,
+        Option<LogSink>,
+        Option<Span>,
+    ),
 ) -> Result<Value, RunError> {
     let env = RunEnv {
         downstream,
@@ -328,6 +377,7 @@ fn run_pure(
         on_log: log,
         // A run without downstream calls has nothing to pass a trace context to.
         trace: None,
+        span,
     };
     let run = executor::run(program, index, args, &env);
     let mut run = std::pin::pin!(run);

@@ -263,6 +263,8 @@ pub async fn serve_http_until(
     }
     drained.abort();
     let _ = tokio::time::timeout(SHUTDOWN_LIMIT, server.shutdown()).await;
+    // The spans still held go to the collector (telemetry.rs).
+    crate::telemetry::flush().await;
     Ok(())
 }
 

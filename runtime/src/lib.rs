@@ -30,6 +30,7 @@ mod program;
 mod serve;
 mod server;
 mod standalone;
+mod telemetry;
 mod trace_context;
 mod value;
 mod versions;

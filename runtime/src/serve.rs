@@ -144,6 +144,8 @@ pub fn call_once(
         // Bounded as serving's shutdown is: a child that outlasts it is killed with its process
         // group when the runtime below drops its connection (see child.rs).
         let _ = tokio::time::timeout(SHUTDOWN_LIMIT, engine.shutdown()).await;
+        // The spans still held go to the collector (telemetry.rs).
+        crate::telemetry::flush().await;
         Ok(result?)
     });
     runtime.shutdown_timeout(RUNTIME_GRACE);
@@ -224,6 +226,8 @@ pub async fn serve_stdio(server: GraphServer) -> Result<(), ServeError> {
     // Every version's children: the current one's, and those of replaced versions still
     // finishing calls (`serve --watch`).
     let _ = tokio::time::timeout(SHUTDOWN_LIMIT, server.shutdown()).await;
+    // The spans still held go to the collector (telemetry.rs).
+    crate::telemetry::flush().await;
     Ok(())
 }
 

@@ -15,3 +15,4 @@ mod scale_out;
 mod served;
 mod studio;
 mod studio_browser;
+mod traces;

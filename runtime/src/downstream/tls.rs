@@ -68,6 +68,14 @@ pub(crate) fn wrapped(io: &std::io::Error) -> Option<&rustls::Error> {
 }
 
 fn build(ca_file: Option<&Path>) -> Result<reqwest::Client, String> {
+    client_builder(ca_file)?
+        .build()
+        .map_err(|e| format!("cannot build the HTTP client: {e}"))
+}
+
+/// A client builder with the TLS described above (the system's roots and `ca_file`), for
+/// downstream servers and the OTLP exporter (telemetry.rs) alike.
+pub(crate) fn client_builder(ca_file: Option<&Path>) -> Result<reqwest::ClientBuilder, String> {
     let mut roots = rustls::RootCertStore::empty();
     // A system root rustls cannot parse is skipped, as every TLS client does: one odd
     // certificate in /etc/ssl/certs must not make every HTTPS server unreachable.
@@ -93,12 +101,10 @@ fn build(ca_file: Option<&Path>) -> Result<reqwest::Client, String> {
     // As rmcp's own client (its `from_config`): no idle connections kept (the delayed-ACK
     // stalls of a reused connection whose last body was not read to the end), and only the
     // redirects that keep the message and its headers where they were sent.
-    reqwest::Client::builder()
+    Ok(reqwest::Client::builder()
         .tls_backend_preconfigured(config)
         .pool_max_idle_per_host(0)
-        .redirect(same_origin_redirects())
-        .build()
-        .map_err(|e| format!("cannot build the HTTP client: {e}"))
+        .redirect(same_origin_redirects()))
 }
 
 /// The system's roots, read once per process. Problems (an `SSL_CERT_FILE` that cannot be read)

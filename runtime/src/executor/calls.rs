@@ -9,9 +9,12 @@ use crate::downstream;
 use crate::executor::Place;
 use crate::failure::{Failure, FailureKind, Limit, SizedValue};
 use crate::jsonata::{EvalError, Jsonata};
+use crate::telemetry::Span;
 use crate::value::{json_size, to_json, to_jvalue};
 use jsonata_core::value::JValue;
 use mcpgraph_compiler::ir::{Call, Node, Target, Template};
+use opentelemetry::KeyValue;
+use opentelemetry::trace::SpanKind;
 use serde_json::{Map, Value};
 use std::cell::RefCell;
 use std::time::{Duration, Instant};
@@ -64,12 +67,14 @@ impl<'a> Session<'a> {
     }
 
     /// One call (an mcp node's, a map item's, a branch's) with its retries (extensions §2).
-    /// `args` evaluates the arguments, once per attempt.
+    /// `args` evaluates the arguments, once per attempt. `span`: the node's, item's or
+    /// branch's, which the attempts' spans hang from and its retries are events of.
     pub(super) async fn call(
         &'a self,
         call: &'a Call,
         site: &Site<'_>,
         inherited: Option<&AttemptDeadline>,
+        span: Option<&Span>,
         args: impl Fn() -> Result<Map<String, Value>, NodeFailure>,
     ) -> Result<(JValue, Option<u32>), NodeFailure> {
         let retry = call.retry.as_ref();
@@ -77,7 +82,16 @@ impl<'a> Session<'a> {
         let mut attempt = 1;
         loop {
             let outcome = match args() {
-                Ok(arguments) => self.attempt(call, site, inherited, arguments).await,
+                Ok(arguments) => {
+                    let traced = span.map(|parent| self.attempt_span(parent, call, attempt));
+                    let outcome = self
+                        .attempt(call, site, inherited, arguments, traced.as_ref())
+                        .await;
+                    if let (Some(span), Err(failure)) = (&traced, &outcome) {
+                        span.failed(failure.kind_name());
+                    }
+                    outcome
+                }
                 Err(failure) => Err(failure),
             };
             let mut failure = match outcome {
@@ -96,6 +110,19 @@ impl<'a> Session<'a> {
             };
             attempt += 1;
             let wait = Duration::from_millis(retry.delay_before(attempt));
+            if let Some(span) = span {
+                span.event(
+                    "retry",
+                    vec![
+                        KeyValue::new("mcpgraph.attempt", i64::from(attempt)),
+                        KeyValue::new("error.type", failure.kind_name()),
+                        KeyValue::new(
+                            "mcpgraph.delay_ms",
+                            i64::try_from(wait.as_millis()).unwrap_or(i64::MAX),
+                        ),
+                    ],
+                );
+            }
             // A wait never outlives the run: when the next attempt could not start in time, the
             // run ends now.
             if Instant::now() + wait >= self.deadline() {
@@ -108,6 +135,29 @@ impl<'a> Session<'a> {
         }
     }
 
+    /// The span of attempt `attempt` of `call`: a request to a downstream server (a client
+    /// span named as the request is), or a `server: self` call, whose callee's nodes it holds.
+    fn attempt_span(&self, parent: &Span, call: &Call, attempt: u32) -> Span {
+        let mut attributes = vec![
+            KeyValue::new("mcp.method.name", "tools/call"),
+            KeyValue::new("gen_ai.operation.name", "execute_tool"),
+            KeyValue::new("gen_ai.tool.name", call.tool.clone()),
+            KeyValue::new("mcpgraph.attempt", i64::from(attempt)),
+        ];
+        let kind = match call.target {
+            Target::Server(server) => {
+                let name = &self.program.graph.servers[server.0 as usize].name;
+                attributes.push(KeyValue::new("mcpgraph.server", name.clone()));
+                SpanKind::Client
+            }
+            Target::SelfTool(_) => {
+                attributes.push(KeyValue::new("mcpgraph.server", "self"));
+                SpanKind::Internal
+            }
+        };
+        parent.child(format!("tools/call {}", call.tool), kind, attributes)
+    }
+
     /// One attempt of a call: bounded by its node's timeout (covering the server's start on
     /// first use), the deadline and cancellation. A dropped attempt tells the downstream server.
     async fn attempt(
@@ -116,6 +166,7 @@ impl<'a> Session<'a> {
         site: &Site<'_>,
         inherited: Option<&AttemptDeadline>,
         arguments: Map<String, Value>,
+        span: Option<&Span>,
     ) -> Result<JValue, NodeFailure> {
         match call.target {
             Target::Server(server) => {
@@ -124,10 +175,22 @@ impl<'a> Session<'a> {
                     .timeout_ms
                     .unwrap_or_else(|| self.env.downstream.timeout_ms(server));
                 let downstream = self.env.downstream.clone();
-                let trace = self.env.trace.as_ref();
+                // The attempt's span is the downstream's parent; without traces, the caller's
+                // context goes on as it came.
+                let trace = match span {
+                    Some(span) => Some(span.propagated()),
+                    None => self.env.trace.clone(),
+                };
                 let request = async move {
                     downstream
-                        .call(&runtime, server, &call.tool, arguments, timeout_ms, trace)
+                        .call(
+                            &runtime,
+                            server,
+                            &call.tool,
+                            arguments,
+                            timeout_ms,
+                            trace.as_ref(),
+                        )
                         .await
                         .map_err(NodeFailure::from)
                 };
@@ -153,7 +216,7 @@ impl<'a> Session<'a> {
                 self.bounded(
                     call.timeout_ms,
                     timed_out,
-                    self.call_self(callee, arguments, site, deadline),
+                    self.call_self(callee, arguments, site, deadline, span.cloned()),
                 )
                 .await
             }
@@ -168,6 +231,7 @@ impl<'a> Session<'a> {
         arguments: Map<String, Value>,
         site: &Site<'_>,
         attempt: Option<AttemptDeadline>,
+        span: Option<Span>,
     ) -> Result<JValue, NodeFailure> {
         let tool = &self.program.tools[callee];
         let name = &tool.ir.name;
@@ -182,7 +246,7 @@ impl<'a> Session<'a> {
             tool: name.clone(),
         });
         let value = match self
-            .run_tool(callee, to_jvalue(&arguments), callers, attempt)
+            .run_tool(callee, to_jvalue(&arguments), callers, attempt, span)
             .await
         {
             Ok(value) => value,
@@ -224,12 +288,14 @@ impl<'a> Run<'a> {
     /// `mcp`: the downstream tool's result (or a `self` callee's), with its retries.
     pub(super) async fn mcp(&self, node: &Node, call: &'a Call) -> Step {
         let context = self.context();
+        let span = self.node_span.borrow().clone();
         let (value, attempts) = self
             .session
             .call(
                 call,
                 &self.site(node, Place::Node),
                 self.attempt.as_ref(),
+                span.as_ref(),
                 || self.arguments(&call.args, &self.jsonata, &context),
             )
             .await?;

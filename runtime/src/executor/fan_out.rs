@@ -6,11 +6,14 @@ use super::report::Outcome;
 use super::{Cause, NodeFailure, Place, Run, Step, error_object, interrupting};
 use crate::failure::Failure;
 use crate::failure::FailureKind;
+use crate::telemetry::Span;
 use crate::value::json_size;
 use futures::FutureExt;
 use futures::stream::{FuturesUnordered, StreamExt};
 use jsonata_core::value::JValue;
 use mcpgraph_compiler::ir::{Branch, Call, Expr, Node, OnItemError};
+use opentelemetry::KeyValue;
+use opentelemetry::trace::SpanKind;
 use std::cell::RefCell;
 use std::time::Duration;
 
@@ -32,9 +35,17 @@ impl<'a> Run<'a> {
             other => vec![other],
         };
         let count = items.len();
+        let node_span = self.node_span.borrow().clone();
         // Built lazily: only the items in flight exist as futures.
         let work = items.into_iter().enumerate().map(|(index, item)| {
             let context = &context;
+            let span = node_span.as_ref().map(|parent| {
+                parent.child(
+                    format!("{} item", node.id),
+                    SpanKind::Internal,
+                    vec![KeyValue::new("mcpgraph.item.index", index as i64)],
+                )
+            });
             async move {
                 let bindings = vec![
                     ("item".to_string(), item),
@@ -44,11 +55,14 @@ impl<'a> Run<'a> {
                 // history as it stood when the map started.
                 let jsonata = RefCell::new(self.session.evaluator(&self.history, bindings));
                 let site = self.site(node, Place::Item(index));
-                self.session
-                    .call(call, &site, self.attempt.as_ref(), || {
+                let outcome = self
+                    .session
+                    .call(call, &site, self.attempt.as_ref(), span.as_ref(), || {
                         self.arguments(&call.args, &jsonata, context)
                     })
-                    .await
+                    .await;
+                ended(span, &outcome);
+                outcome
             }
         });
         let outputs = self
@@ -73,15 +87,30 @@ impl<'a> Run<'a> {
         on_item_error: OnItemError,
     ) -> Step {
         let context = self.context();
+        let node_span = self.node_span.borrow().clone();
         let work = branches.iter().map(|branch| {
             let context = &context;
+            let span = node_span.as_ref().map(|parent| {
+                parent.child(
+                    format!("{} branch {}", node.id, branch.name),
+                    SpanKind::Internal,
+                    vec![KeyValue::new("mcpgraph.branch", branch.name.clone())],
+                )
+            });
             async move {
                 let site = self.site(node, Place::Branch(branch.name.clone()));
-                self.session
-                    .call(&branch.call, &site, self.attempt.as_ref(), || {
-                        self.arguments(&branch.call.args, &self.jsonata, context)
-                    })
-                    .await
+                let outcome = self
+                    .session
+                    .call(
+                        &branch.call,
+                        &site,
+                        self.attempt.as_ref(),
+                        span.as_ref(),
+                        || self.arguments(&branch.call.args, &self.jsonata, context),
+                    )
+                    .await;
+                ended(span, &outcome);
+                outcome
             }
         });
         let outputs = self
@@ -227,6 +256,26 @@ impl<'a> Run<'a> {
         }
         Ok(())
     }
+}
+
+/// Ends an item's or branch's span with its outcome (an item cancelled because another failed
+/// ends when its future is dropped, unmarked).
+fn ended(span: Option<Span>, outcome: &Result<(JValue, Option<u32>), NodeFailure>) {
+    let Some(span) = span else { return };
+    match outcome {
+        Ok((_, Some(attempts)))
+        | Err(NodeFailure {
+            attempts: Some(attempts),
+            ..
+        }) => {
+            span.set(KeyValue::new("mcpgraph.attempts", i64::from(*attempts)));
+        }
+        _ => {}
+    }
+    if let Err(failure) = outcome {
+        span.failed(failure.kind_name());
+    }
+    span.end();
 }
 
 /// What a fan-out has gathered so far.

@@ -35,6 +35,7 @@ use crate::failure::{Failure, FailureKind, RunError};
 use crate::history::{History, Record, SharedHistory};
 use crate::jsonata::{EvalError, Jsonata, Settings};
 use crate::program::Program;
+use crate::telemetry::Span;
 use crate::value::to_jvalue;
 use crate::watchdog;
 use calls::AttemptDeadline;
@@ -69,8 +70,12 @@ pub struct RunEnv {
     pub debugger: Option<Debugger>,
     /// Told of each message of a node's `log:` (after it is written to stderr).
     pub on_log: Option<LogSink>,
-    /// The caller's trace context, forwarded in the `_meta` of every downstream MCP request.
+    /// The caller's trace context, forwarded in the `_meta` of every downstream MCP request
+    /// when the call has no span of its own.
     pub trace: Option<crate::trace_context::TraceContext>,
+    /// The call's span when traces are exported (telemetry.rs): the parent of its nodes' spans,
+    /// whose requests downstream carry their own span as the parent.
+    pub span: Option<Span>,
 }
 
 /// A node's failure, as the executor carries it until the node's `onError` or the run's edge.
@@ -107,6 +112,14 @@ impl NodeFailure {
         NodeFailure {
             cause: Cause::Deadline,
             attempts: None,
+        }
+    }
+
+    /// The failure's kind, as a span's `error.type` says it (the run's deadline is a limit).
+    fn kind_name(&self) -> &'static str {
+        match &self.cause {
+            Cause::Failed(failure) | Cause::EndsRun(failure) => failure.kind.as_str(),
+            Cause::Deadline => FailureKind::Limit.as_str(),
         }
     }
 
@@ -178,6 +191,11 @@ struct Run<'a> {
     /// The end of the `server: self` attempt this run is (or is inside of), looked at between
     /// nodes: a callee that never waits still stops at its caller's `timeoutMs`.
     attempt: Option<AttemptDeadline>,
+    /// The span the spans of this run's nodes hang from (the call's, or the `self` call's);
+    /// `None`: traces are off.
+    span: Option<Span>,
+    /// The span of the node running now (nodes of a run run one at a time).
+    node_span: RefCell<Option<Span>>,
 }
 
 /// Runs tool `tool` of `program` with `args`; the result is the exit node's output.
@@ -208,7 +226,13 @@ pub async fn run(
         evaluation_cancel,
     };
     session
-        .run_tool(tool, to_jvalue(&Value::Object(args)), Vec::new(), None)
+        .run_tool(
+            tool,
+            to_jvalue(&Value::Object(args)),
+            Vec::new(),
+            None,
+            env.span.clone(),
+        )
         .await
 }
 
@@ -220,10 +244,12 @@ impl<'a> Session<'a> {
         arguments: JValue,
         callers: Vec<Frame>,
         attempt: Option<AttemptDeadline>,
+        span: Option<Span>,
     ) -> LocalBoxFuture<'a, Result<JValue, RunError>> {
         async move {
             let mut run = self.start(tool, arguments, callers);
             run.attempt = attempt;
+            run.span = span;
             run.execute().await
         }
         .boxed_local()
@@ -245,6 +271,8 @@ impl<'a> Session<'a> {
             held_bytes: Cell::new(0),
             callers,
             attempt: None,
+            span: None,
+            node_span: RefCell::new(None),
         }
     }
 
@@ -267,7 +295,8 @@ impl<'a> Run<'a> {
     async fn execute(&self) -> Result<JValue, RunError> {
         let mut current = self.tool.entry;
         loop {
-            self.check_limits()?;
+            self.check_limits()
+                .inspect_err(|error| run_ended(self.span.as_ref(), error))?;
             let node = self.tool.node(current);
             if self.callers.is_empty()
                 && let Some(debugger) = &self.session.env.debugger
@@ -275,6 +304,8 @@ impl<'a> Run<'a> {
                 self.debug(debugger, node).await?;
             }
             let node_start = self.session.started.elapsed();
+            let span = self.span.as_ref().map(|parent| node_span(parent, node));
+            self.node_span.replace(span.clone());
             let step = match &node.kind {
                 NodeKind::Entry => Ok((self.arguments.clone(), node.next, None)),
                 NodeKind::Exit => Ok((self.exit(), None, None)),
@@ -304,9 +335,23 @@ impl<'a> Run<'a> {
                 Ok((output, next, attempts)) => (output, next, attempts, None),
                 Err(failure) => {
                     let attempts = failure.attempts;
-                    let failure = self.classify(node, failure)?;
+                    let failure = self
+                        .classify(node, failure)
+                        .inspect_err(|error| run_ended(span.as_ref(), error))?;
+                    if let Some(span) = &span {
+                        span.failed(failure.kind.as_str());
+                    }
                     match &node.on_error {
                         Some(route) if route.catches(failure.kind) => {
+                            if let Some(span) = &span {
+                                span.event(
+                                    "caught error",
+                                    vec![opentelemetry::KeyValue::new(
+                                        "mcpgraph.next",
+                                        self.tool.node(route.next).id.clone(),
+                                    )],
+                                );
+                            }
                             let output = error_object(&failure, &node.id, attempts, None);
                             (output, Some(route.next), attempts, Some(failure.kind))
                         }
@@ -314,10 +359,20 @@ impl<'a> Run<'a> {
                     }
                 }
             };
-            self.check_size(node, &output)?;
+            if let (Some(span), Some(attempts)) = (&span, attempts) {
+                span.set(opentelemetry::KeyValue::new(
+                    "mcpgraph.attempts",
+                    i64::from(attempts),
+                ));
+            }
+            self.check_size(node, &output)
+                .inspect_err(|error| run_ended(span.as_ref(), error))?;
             self.record(current, node, node_start, &output, attempts, failed);
             if let Some(log) = &node.log {
                 self.log(node, log);
+            }
+            if let Some(span) = span {
+                span.end();
             }
             match (&node.kind, next) {
                 (NodeKind::Exit, _) => return Ok(output),
@@ -510,6 +565,39 @@ fn error_object(
     let mut outer = indexmap::IndexMap::new();
     outer.insert("error".to_string(), JValue::object(error));
     JValue::object(outer)
+}
+
+/// The span of an execution of `node`, a child of `parent` (`{type} {id}`: a graph's node
+/// ids are few and fixed).
+fn node_span(parent: &Span, node: &Node) -> Span {
+    let kind = node.kind.type_name();
+    parent.child(
+        format!("{kind} {}", node.id),
+        opentelemetry::trace::SpanKind::Internal,
+        vec![
+            opentelemetry::KeyValue::new("mcpgraph.node.id", node.id.clone()),
+            opentelemetry::KeyValue::new("mcpgraph.node.type", kind),
+        ],
+    )
+}
+
+/// Marks the span of the node at which the run ended with `error`; a limit reached or a
+/// cancellation is an event of it too.
+fn run_ended(span: Option<&Span>, error: &RunError) {
+    let Some(span) = span else { return };
+    let kind = error.kind();
+    span.failed(kind.as_str());
+    match kind {
+        FailureKind::Limit => span.event(
+            "limit reached",
+            vec![opentelemetry::KeyValue::new(
+                "mcpgraph.limit",
+                error.failure.message.clone(),
+            )],
+        ),
+        FailureKind::Cancelled => span.event("cancelled", Vec::new()),
+        _ => {}
+    }
 }
 
 fn cancelled() -> Failure {
