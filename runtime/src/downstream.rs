@@ -12,6 +12,7 @@
 //! warning in the log, never a failure or a delay.
 
 pub(crate) mod tls;
+mod trace_headers;
 
 use crate::child::ChildProcess;
 use crate::envsubst::{expand_env, redact};
@@ -465,7 +466,10 @@ pub(crate) async fn start(server: &Server) -> Result<Connection, Failure> {
             }
             let config = StreamableHttpClientTransportConfig::with_uri(expand_env(url))
                 .custom_headers(custom);
-            let transport = StreamableHttpClientTransport::with_client(client, config);
+            let transport = StreamableHttpClientTransport::with_client(
+                trace_headers::TraceHeaders(client),
+                config,
+            );
             let reason = http_reason_of(&transport);
             let service =
                 match tokio::time::timeout(timeout, client_info(server).serve(transport)).await {

@@ -1,12 +1,14 @@
 //! OpenTelemetry traces as a collector receives them (docs/observability.md): servers started
 //! with `OTEL_EXPORTER_OTLP_*` export over OTLP/HTTP to tests/support/otlp_receiver.py, which
 //! decodes each export with the OpenTelemetry project's own protobuf classes. A call through
-//! two graph servers over HTTP is one trace; map items, parallel branches, retried attempts
+//! two graph servers over HTTP (through a real nginx, which sees the parent in the request's
+//! `traceparent` header) is one trace; map items, parallel branches, retried attempts
 //! and `server: self` calls nest where they ran; sampling off and the SDK disabled export
 //! nothing. Each server's spans are flushed when it shuts down, before it exits, so a test
 //! reads what a server sent once the server has exited.
 
 use crate::common;
+use crate::common::nginx::Nginx;
 use crate::served::{DEADLINE, Server, wait_until};
 
 use serde_json::{Value, json};
@@ -195,8 +197,20 @@ fn one_call_through_two_servers_is_one_trace() {
         &["serve", &graph("inner.yaml"), "--http", "127.0.0.1:0"],
         &[("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)],
     ));
+    // A real nginx between the two, logging each request's `traceparent` header: what an
+    // HTTP-instrumented proxy in front of an MCP server sees.
+    let dir = std::env::temp_dir().join(format!("mcpgraph-traces-nginx-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("nginx's directory");
+    let proxy = Nginx::start(
+        &dir,
+        &format!(
+            "  log_format trace '$request_method $http_traceparent';\n  server {{\n    listen 127.0.0.1:{{port}};\n    access_log {{dir}}/access.log trace;\n    location / {{\n      proxy_pass http://127.0.0.1:{};\n      proxy_http_version 1.1;\n      proxy_set_header Connection \"\";\n      proxy_buffering off;\n    }}\n  }}",
+            inner.port
+        ),
+    );
     let traces = format!("{endpoint}/v1/traces");
-    let inner_url = inner.url();
+    let inner_url = format!("http://127.0.0.1:{}/mcp", proxy.port);
     let outer = Server::start_with(mcpgraph(
         &["serve", &graph("outer.yaml"), "--http", "127.0.0.1:0"],
         &[
@@ -306,6 +320,20 @@ fn one_call_through_two_servers_is_one_trace() {
             "exit exit"
         ]
     );
+    // The request carried the same parent as an HTTP header (the other POSTs, initialize and
+    // its notification, carry none).
+    let access = std::fs::read_to_string(dir.join("access.log")).unwrap_or_default();
+    let headers: Vec<&str> = access
+        .lines()
+        .filter_map(|line| line.strip_prefix("POST "))
+        .filter(|header| *header != "-")
+        .collect();
+    let expected = format!(
+        "00-{CLIENT_TRACE}-{}-01",
+        request["span_id"].as_str().unwrap()
+    );
+    assert_eq!(headers, [expected.as_str()], "{access}\n{}", proxy.log());
+    let _ = std::fs::remove_dir_all(&dir);
     // Each span lies within its parent.
     for span in &spans {
         if let Some(parent) = spans.iter().find(|p| p["span_id"] == span["parent"])
