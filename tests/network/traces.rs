@@ -552,3 +552,42 @@ fn temp_log(name: &str) -> PathBuf {
     let _ = std::fs::remove_file(&path);
     path
 }
+
+/// A collector nobody answers at costs the calls nothing: they succeed, the server exits as
+/// usual when its client closes, and stderr says the spans were not exported.
+#[test]
+fn an_unreachable_collector_fails_no_call_and_is_reported() {
+    let closed = common::nginx::free_port();
+    let endpoint = format!("http://127.0.0.1:{closed}");
+    let stderr_path = temp_log("unreachable-stderr");
+    let stderr = std::fs::File::create(&stderr_path).expect("a stderr file");
+    let mock = common::shared_dir().join("tools/mock-mcp-server.py");
+    let mock = mock.to_string_lossy().into_owned();
+    let mut mcp = common::Mcp::spawn_with_stderr(
+        &["serve", &graph("inner.yaml")],
+        &common::root(),
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
+            ("MCPGRAPH_MOCK", &mock),
+        ],
+        Stdio::from(stderr),
+    );
+    let init = mcp.request(
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "traces-test", "version": "1"}}),
+    );
+    assert!(init.get("result").is_some(), "{init}");
+    mcp.notify("notifications/initialized", json!({}));
+    for n in 1..=3 {
+        let answer = mcp.call("measure", json!({"secret": "x", "n": n}));
+        assert_eq!(common::structured(&answer)["doubled"], 2 * n, "{answer}");
+    }
+    stop_stdio(mcp);
+    let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+    assert!(
+        stderr.contains("spans not exported") || stderr.contains("ExportError"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_file(&stderr_path);
+}
