@@ -210,7 +210,12 @@ impl Engine {
             trace,
             request_id,
         } = options;
-        let span = Span::call(name, request_id.as_deref(), trace.as_ref());
+        // A made-up tool name is not a span's name: clients choose it.
+        let traced_name = match self.program.tool_index(name) {
+            Some(_) => name,
+            None => "(unknown tool)",
+        };
+        let span = Span::call(traced_name, request_id.as_deref(), trace.as_ref());
         let outcome = self
             .call_traced(
                 name,

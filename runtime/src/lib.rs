@@ -58,6 +58,7 @@ pub use serve::{
     serve_stdio, shutdown_signal,
 };
 pub use server::GraphServer;
+pub use telemetry::flush as flush_traces;
 pub use trace_context::TraceContext;
 pub use value::{to_js_json, to_json};
 pub use versions::{Version, Versions};

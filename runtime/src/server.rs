@@ -717,7 +717,7 @@ impl ServerHandler for GraphServer {
             debugger: notifier.as_ref().and_then(Notifier::debugger),
             log: notifier.as_ref().and_then(Notifier::log_sink),
             trace: trace_context(&context),
-            request_id: Some(context.id.to_string()),
+            request_id: crate::telemetry::enabled().then(|| context.id.to_string()),
         };
         let outcome = engine.call_with(&request.name, args, options).await;
         if let (Some(notifier), Err(error)) = (&notifier, &outcome)

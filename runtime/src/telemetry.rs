@@ -93,8 +93,15 @@ fn tracer() -> Option<&'static SdkTracer> {
     TRACING.get()?.as_ref().map(|t| &t.tracer)
 }
 
-/// Exports the spans still held (serving ended): at most [`FLUSH_LIMIT`], off the runtime's
-/// workers.
+/// Whether spans are being made (this process's first engine found an endpoint).
+pub(crate) fn enabled() -> bool {
+    tracer().is_some()
+}
+
+/// Exports the spans still held: at most [`FLUSH_LIMIT`], off the runtime's workers. Serving
+/// and `mcpgraph call` do it when they end; a program that calls a graph's tools in process
+/// (`graph!`'s `call_json` and typed calls) calls it before it exits. Nothing when traces are
+/// off.
 pub async fn flush() {
     let Some(Some(tracing)) = TRACING.get() else {
         return;
@@ -217,25 +224,41 @@ fn remote(parent: &TraceContext) -> Option<Context> {
 }
 
 /// The exporter's HTTP client: reqwest (with the TLS of downstream HTTP) on a current-thread
-/// runtime of the batch processor's thread, which exports with a blocking executor.
+/// runtime of the batch processor's thread, which exports with a blocking executor. The
+/// runtime is made there, by the first export: made here, it would be dropped wherever the
+/// exporter is refused (a malformed endpoint), maybe inside a runtime, where tokio panics.
 #[derive(Debug)]
 struct Exporting {
     client: reqwest::Client,
-    runtime: tokio::runtime::Runtime,
+    runtime: OnceLock<Result<tokio::runtime::Runtime, String>>,
 }
+
+/// The most of a collector's answer read (its body is a small protobuf message).
+const MAX_ANSWER: usize = 64 * 1024;
 
 impl Exporting {
     fn new() -> Result<Exporting, String> {
         let client = crate::downstream::tls::client_builder(None)?
-            .timeout(Duration::from_secs(10))
+            .timeout(export_timeout())
             .build()
             .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| format!("cannot start the exporter's runtime: {e}"))?;
-        Ok(Exporting { client, runtime })
+        Ok(Exporting {
+            client,
+            runtime: OnceLock::new(),
+        })
     }
+}
+
+/// Each export request's limit: `OTEL_EXPORTER_OTLP_TRACES_TIMEOUT`, else
+/// `OTEL_EXPORTER_OTLP_TIMEOUT` (milliseconds), else 10 s, as the specification says.
+fn export_timeout() -> Duration {
+    [
+        "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+        "OTEL_EXPORTER_OTLP_TIMEOUT",
+    ]
+    .iter()
+    .find_map(|name| std::env::var(name).ok()?.trim().parse::<u64>().ok())
+    .map_or(Duration::from_secs(10), Duration::from_millis)
 }
 
 #[async_trait::async_trait]
@@ -246,14 +269,27 @@ impl opentelemetry_http::HttpClient for Exporting {
     ) -> Result<http::Response<bytes::Bytes>, opentelemetry_http::HttpError> {
         let request = reqwest::Request::try_from(request)?;
         let client = self.client.clone();
-        self.runtime.block_on(async move {
-            let response = client.execute(request).await?;
+        let runtime = self.runtime.get_or_init(|| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| format!("cannot start the exporter's runtime: {e}"))
+        });
+        let runtime = runtime.as_ref().map_err(|e| e.clone())?;
+        runtime.block_on(async move {
+            let mut response = client.execute(request).await?;
             let mut answer = http::Response::builder().status(response.status());
             if let Some(headers) = answer.headers_mut() {
                 *headers = response.headers().clone();
             }
-            let body = response.bytes().await?;
-            Ok(answer.body(body)?)
+            let mut body = Vec::new();
+            while let Some(chunk) = response.chunk().await? {
+                if body.len() + chunk.len() > MAX_ANSWER {
+                    return Err(format!("the collector's answer is over {MAX_ANSWER} bytes").into());
+                }
+                body.extend_from_slice(&chunk);
+            }
+            Ok(answer.body(bytes::Bytes::from(body))?)
         })
     }
 }

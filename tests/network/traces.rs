@@ -83,25 +83,44 @@ impl Receiver {
             .collect()
     }
 
-    /// Every line but the port's (exports, spans, refusals).
+    /// Every line but the port's and the markers' (exports, spans, refusals).
     fn received(&self) -> Vec<Value> {
         let lines = self.lines.lock().unwrap();
         lines
             .iter()
-            .filter(|l| l.get("port").is_none())
+            .filter(|l| l.get("port").is_none() && l.get("sync").is_none())
             .cloned()
             .collect()
     }
 
-    /// The spans, once those of `services` (`service.name`s) have all arrived.
-    fn spans_of(&self, services: &[&str]) -> Vec<Value> {
-        wait_until("the spans of every server", || {
-            let spans = self.spans();
-            services
-                .iter()
-                .all(|s| spans.iter().any(|span| span["service"] == *s))
+    /// Waits until every line the receiver wrote so far has been read: it writes a line for
+    /// each export before answering it, so once the exporting servers have exited (each flushes
+    /// before it exits), a marker asked for now comes after all their spans.
+    fn settle(&self) {
+        static MARKERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let path = format!(
+            "/sync/{}",
+            MARKERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
+        let answer = common::raw_http::request(self.port, "GET", &path, &[], "", DEADLINE);
+        assert_eq!(answer.status, 200, "{answer:?}");
+        wait_until("the receiver's marker", || {
+            self.lines.lock().unwrap().iter().any(|l| l["sync"] == path)
         });
-        self.spans()
+    }
+
+    /// Every span received from the servers, which have exited; those of each of `services`
+    /// (`service.name`s) among them.
+    fn spans_of(&self, services: &[&str]) -> Vec<Value> {
+        self.settle();
+        let spans = self.spans();
+        for service in services {
+            assert!(
+                spans.iter().any(|span| span["service"] == *service),
+                "no span of {service}: {spans:#?}"
+            );
+        }
+        spans
     }
 }
 
@@ -339,11 +358,9 @@ fn one_call_through_two_servers_is_one_trace() {
         if let Some(parent) = spans.iter().find(|p| p["span_id"] == span["parent"])
             && parent["service"] == span["service"]
         {
-            assert!(
-                span["start"].as_u64() >= parent["start"].as_u64(),
-                "{span:#}"
-            );
-            assert!(span["end"].as_u64() <= parent["end"].as_u64(), "{span:#}");
+            let time = |span: &Value, at: &str| span[at].as_u64().expect("a time");
+            assert!(time(span, "start") >= time(parent, "start"), "{span:#}");
+            assert!(time(span, "end") <= time(parent, "end"), "{span:#}");
         }
     }
 }
@@ -590,4 +607,28 @@ fn an_unreachable_collector_fails_no_call_and_is_reported() {
         "{stderr}"
     );
     let _ = std::fs::remove_file(&stderr_path);
+
+    // An endpoint that is no URL: traces stay off, said once, and `mcpgraph call` (whose engine
+    // loads inside its runtime) answers as usual.
+    let output = mcpgraph(
+        &[
+            "call",
+            &graph("inner.yaml"),
+            "measure",
+            r#"{"secret": "x", "n": 2}"#,
+        ],
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", "not a url")],
+    )
+    .output()
+    .expect("mcpgraph call runs");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+    );
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains(r#""doubled": 4"#) || stdout.contains(r#""doubled":4"#),
+        "{stdout}"
+    );
+    assert!(stderr.contains("traces are not exported"), "{stderr}");
 }

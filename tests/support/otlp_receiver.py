@@ -7,6 +7,9 @@ to stdout, one JSON object per line, in arrival order:
   {"span": {...}}                       each span of that request: service, trace_id, span_id,
                                         parent (hex, "" for a root), name, kind, attributes,
                                         events [{name, attributes}], status (code), start, end
+  {"sync": PATH}                        for a GET of /sync/..., answered after the line is
+                                        written: a reader that sees it has seen every line
+                                        written for exports answered before it
 Anything but a POST of protobuf to /v1/traces is answered 404 or 415 and written as
 {"refused": path}.
 """
@@ -43,6 +46,16 @@ def attributes(kvs):
 
 
 class Handler(BaseHTTPRequestHandler):
+    def do_GET(self):
+        if not self.path.startswith("/sync/"):
+            self.send_response(404)
+            self.end_headers()
+            return
+        emit({"sync": self.path})
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
     def do_POST(self):
         body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
         if self.path != "/v1/traces":

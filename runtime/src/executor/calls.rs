@@ -110,6 +110,11 @@ impl<'a> Session<'a> {
             };
             attempt += 1;
             let wait = Duration::from_millis(retry.delay_before(attempt));
+            // A wait never outlives the run: when the next attempt could not start in time, the
+            // run ends now.
+            if Instant::now() + wait >= self.deadline() {
+                return Err(NodeFailure::ending(self.time_limit()));
+            }
             if let Some(span) = span {
                 span.event(
                     "retry",
@@ -122,11 +127,6 @@ impl<'a> Session<'a> {
                         ),
                     ],
                 );
-            }
-            // A wait never outlives the run: when the next attempt could not start in time, the
-            // run ends now.
-            if Instant::now() + wait >= self.deadline() {
-                return Err(NodeFailure::ending(self.time_limit()));
             }
             tokio::select! {
                 () = tokio::time::sleep(wait) => {}
@@ -177,20 +177,11 @@ impl<'a> Session<'a> {
                 let downstream = self.env.downstream.clone();
                 // The attempt's span is the downstream's parent; without traces, the caller's
                 // context goes on as it came.
-                let trace = match span {
-                    Some(span) => Some(span.propagated()),
-                    None => self.env.trace.clone(),
-                };
+                let own = span.map(Span::propagated);
+                let trace = own.as_ref().or(self.env.trace.as_ref());
                 let request = async move {
                     downstream
-                        .call(
-                            &runtime,
-                            server,
-                            &call.tool,
-                            arguments,
-                            timeout_ms,
-                            trace.as_ref(),
-                        )
+                        .call(&runtime, server, &call.tool, arguments, timeout_ms, trace)
                         .await
                         .map_err(NodeFailure::from)
                 };

@@ -587,14 +587,9 @@ fn run_ended(span: Option<&Span>, error: &RunError) {
     let Some(span) = span else { return };
     let kind = error.kind();
     span.failed(kind.as_str());
+    // No text: a limit an expression reached says the expression's source.
     match kind {
-        FailureKind::Limit => span.event(
-            "limit reached",
-            vec![opentelemetry::KeyValue::new(
-                "mcpgraph.limit",
-                error.failure.message.clone(),
-            )],
-        ),
+        FailureKind::Limit => span.event("limit reached", Vec::new()),
         FailureKind::Cancelled => span.event("cancelled", Vec::new()),
         _ => {}
     }
