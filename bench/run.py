@@ -390,11 +390,11 @@ def ratio(theirs, ours):
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="fewer calls (a smoke run)")
-    ap.add_argument("--only", choices=["build", "fanout", "http", "debugger"], help="measure only this part and rewrite only its table")
+    ap.add_argument("--only", choices=["build", "fanout", "http", "debugger", "traces"], help="measure only this part and rewrite only its table")
     ap.add_argument("--cold-native", action="store_true",
                     help="also time one `build --native` with a cold cache (a fresh MCPGRAPH_CACHE_DIR in target/bench: minutes)")
     ap.add_argument("--before", help="with --only debugger: an mcpgraph binary built without the debugging surface; "
-                                     "with --only http: an mcpgraph binary built before a change, served beside this one")
+                                     "with --only http or traces: an mcpgraph binary built before a change, served beside this one")
     a = ap.parse_args()
     if a.only == "debugger":
         sys.dont_write_bytecode = True
@@ -402,6 +402,13 @@ def main():
         bench_debugger = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(bench_debugger)
         bench_debugger.main(a.before, a.quick)
+        return
+    if a.only == "traces":
+        sys.dont_write_bytecode = True
+        spec = importlib.util.spec_from_file_location("bench_traces", os.path.join(ROOT, "bench", "traces.py"))
+        bench_traces = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(bench_traces)
+        bench_traces.main(a.quick, before=a.before)
         return
     if a.only == "build":
         only_build(a.quick, a.cold_native)
