@@ -155,7 +155,13 @@ impl Downstream {
     /// Calls `tool` on server `id`; the node output as §3.3 of the contract extracts it.
     /// Connections are started on `runtime` (the runtime of the task that made the call, not the
     /// worker's: a worker busy evaluating could not drive them), and live there. `timeout_ms`
-    /// bounds the request (the node's `timeoutMs`, else the server's).
+    /// bounds the request (the node's `timeoutMs`, else the server's). `slow_start` is told
+    /// the server's name and how long this call waited when it waited for a slow start of the
+    /// server ([`slow_start`]).
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "a call, its bounds and what it tells: one call site each"
+    )]
     pub async fn call(
         &self,
         runtime: &Handle,
@@ -164,8 +170,9 @@ impl Downstream {
         args: Map<String, Value>,
         timeout_ms: u64,
         trace: Option<&TraceContext>,
+        slow_start: Option<&impl Fn(&str, Duration)>,
     ) -> Result<JValue, Failure> {
-        self.call_inner(runtime, id, tool, args, timeout_ms, trace)
+        self.call_inner(runtime, id, tool, args, timeout_ms, trace, slow_start)
             .await
             .map_err(redacted)
     }
@@ -175,6 +182,10 @@ impl Downstream {
         self.slots[id.0 as usize].server.timeout_ms
     }
 
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "a call, its bounds and what it tells: one call site each"
+    )]
     async fn call_inner(
         &self,
         runtime: &Handle,
@@ -183,9 +194,15 @@ impl Downstream {
         args: Map<String, Value>,
         timeout_ms: u64,
         trace: Option<&TraceContext>,
+        on_slow_start: Option<&impl Fn(&str, Duration)>,
     ) -> Result<JValue, Failure> {
         let slot = &self.slots[id.0 as usize];
-        let connection = self.connect(runtime, slot).await?;
+        let (connection, waited) = self.connect(runtime, slot).await?;
+        if let (Some(tell), Some(waited)) = (on_slow_start, waited)
+            && waited >= slow_start(&slot.server)
+        {
+            tell(&slot.server.name, waited);
+        }
         let mark = connection.stderr.mark();
         let mut params = CallToolRequestParams::new(tool.to_string()).with_arguments(args);
         // The caller's trace context, as it came (trace_context.rs).
@@ -234,14 +251,19 @@ impl Downstream {
         Err(failure.with_stderr(&connection.stderr.since(mark)))
     }
 
-    /// The live connection of a slot, started (again) when there is none. Every call that
-    /// finds a start in progress awaits that start rather than making its own.
-    async fn connect(&self, runtime: &Handle, slot: &Slot) -> Result<Arc<Connection>, Failure> {
+    /// The live connection of a slot, started (again) when there is none, with how long this
+    /// call waited for a start (`None`: the connection was there). Every call that finds a
+    /// start in progress awaits that start rather than making its own.
+    async fn connect(
+        &self,
+        runtime: &Handle,
+        slot: &Slot,
+    ) -> Result<(Arc<Connection>, Option<Duration>), Failure> {
         let start = {
             let mut state = slot.lock_state();
             state.settle();
             match &*state {
-                SlotState::Ready(c) if c.is_live() => return Ok(c.clone()),
+                SlotState::Ready(c) if c.is_live() => return Ok((c.clone(), None)),
                 SlotState::Starting { start, .. } => start.clone(),
                 SlotState::Ready(_) | SlotState::Idle => {
                     if let SlotState::Ready(old) = std::mem::replace(&mut *state, SlotState::Idle) {
@@ -257,11 +279,13 @@ impl Downstream {
                 }
             }
         };
+        let waiting = std::time::Instant::now();
         let outcome = start.await;
+        let waited = waiting.elapsed();
         // The first waiter back records the outcome; a start whose waiters were all cancelled
         // is recorded by the next call (above).
         slot.lock_state().settle();
-        outcome
+        outcome.map(|connection| (connection, Some(waited)))
     }
 
     /// Starts the drift check of a locked server once, after the first call on its first
@@ -313,9 +337,29 @@ impl Slot {
 
 /// Starts `server` in a task of its own on `runtime`: a waiter that is cancelled does not stop
 /// it, so the next call finds it finished or still going instead of starting another child.
+/// How long a start may take before it is reported as slow (docs/semantics.md §22): half of the
+/// server's `timeoutMs` (which bounds its start: the next one may fail), and at most 5 s.
+pub(crate) fn slow_start(server: &Server) -> Duration {
+    Duration::from_millis(server.timeout_ms / 2).min(Duration::from_secs(5))
+}
+
 fn begin_start(runtime: &Handle, server: &Server) -> (SharedStart, tokio::task::AbortHandle) {
     let server = server.clone();
-    let task = runtime.spawn(async move { start(&server).await.map(Arc::new) });
+    let task = runtime.spawn(async move {
+        let begun = std::time::Instant::now();
+        let started = start(&server).await.map(Arc::new);
+        let took = begun.elapsed();
+        if started.is_ok() && took >= slow_start(&server) {
+            tracing::warn!(
+                target: "mcpgraph::downstream",
+                "server `{}` took {:.1} s to start (its timeoutMs is {} ms)",
+                server.name,
+                took.as_secs_f64(),
+                server.timeout_ms
+            );
+        }
+        started
+    });
     let abort = task.abort_handle();
     let shared = async move {
         task.await.unwrap_or_else(|e| {

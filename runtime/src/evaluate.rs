@@ -231,7 +231,15 @@ pub async fn call_tool_once(
     let runtime = tokio::runtime::Handle::current();
     // JSON before the next await: a run's values are not `Send`.
     let outcome = downstream
-        .call(&runtime, ServerId(0), tool, args, server.timeout_ms, None)
+        .call(
+            &runtime,
+            ServerId(0),
+            tool,
+            args,
+            server.timeout_ms,
+            None,
+            None::<&fn(&str, Duration)>,
+        )
         .await
         .map(|v| to_json(&v));
     downstream.shutdown().await;

@@ -203,3 +203,62 @@ fn a_2026_request_is_sent_what_its_own_level_allows() {
         [("warning".into(), "calc".into(), json!({"twice": 6}))]
     );
 }
+
+/// A downstream server slow to start (more than half its `timeoutMs`): the call that waited for
+/// it is told with a warning before its result, stderr says it once, and a later call, which
+/// finds the server running, is told nothing.
+#[test]
+fn a_slow_downstream_start_is_a_warning_to_the_call_that_waited() {
+    let dir = std::env::temp_dir().join(format!("mcpgraph-slow-start-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mock = common::shared_dir().join("tools/mock-mcp-server.py");
+    let graph = dir.join("slow.yaml");
+    std::fs::write(
+        &graph,
+        format!(
+            "version: \"1.0\"\nserver: {{ name: slowStart, version: \"1\" }}\nmcpServers:\n  slow:\n    command: sh\n    args: [\"-c\", \"sleep 1.6; exec python3 \\\"$0\\\"\", {:?}]\n    timeoutMs: 3000\ntools:\n  - name: echo\n    description: d\n    inputSchema: {{ type: object }}\n    nodes:\n      - {{ id: entry, type: entry, next: call }}\n      - {{ id: call, type: mcp, server: slow, tool: echo, args: {{ x: 1 }}, next: exit }}\n      - {{ id: exit, type: exit }}\n",
+            mock.to_string_lossy()
+        ),
+    )
+    .unwrap();
+    let stderr = dir.join("stderr.log");
+    let mut server = Mcp::spawn_with_stderr(
+        &["serve", &graph.to_string_lossy()],
+        &dir,
+        &[],
+        Stdio::from(std::fs::File::create(&stderr).unwrap()),
+    );
+    let init = server.request(
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}),
+    );
+    assert!(init.get("result").is_some(), "{init}");
+    server.notify("notifications/initialized", json!({}));
+
+    let first = server.call("echo", json!({}));
+    assert_eq!(structured(&first)["received"], json!({"x": 1}), "{first}");
+    let told = messages(&mut server);
+    let [(level, logger, Value::String(text))] = told.as_slice() else {
+        panic!("one warning: {told:?}")
+    };
+    assert_eq!((level.as_str(), logger.as_str()), ("warning", "call"));
+    assert!(
+        text.starts_with("waited ") && text.ends_with(" s for server `slow` to start"),
+        "{text}"
+    );
+    let second = server.call("echo", json!({}));
+    assert_eq!(structured(&second)["received"], json!({"x": 1}), "{second}");
+    assert_eq!(messages(&mut server), []);
+
+    server.close_stdin();
+    server
+        .wait_exit(std::time::Duration::from_secs(10))
+        .expect("the server exits");
+    let log = std::fs::read_to_string(&stderr).unwrap_or_default();
+    assert_eq!(
+        log.matches("server `slow` took ").count(),
+        1,
+        "said once, on stderr: {log}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

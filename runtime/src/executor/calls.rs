@@ -179,9 +179,20 @@ impl<'a> Session<'a> {
                 // context goes on as it came.
                 let own = span.map(Span::propagated);
                 let trace = own.as_ref().or(self.env.trace.as_ref());
+                let slow_start = |server: &str, waited: Duration| {
+                    self.slow_start(site, server, waited);
+                };
                 let request = async move {
                     downstream
-                        .call(&runtime, server, &call.tool, arguments, timeout_ms, trace)
+                        .call(
+                            &runtime,
+                            server,
+                            &call.tool,
+                            arguments,
+                            timeout_ms,
+                            trace,
+                            Some(&slow_start),
+                        )
                         .await
                         .map_err(NodeFailure::from)
                 };
@@ -212,6 +223,22 @@ impl<'a> Session<'a> {
                 .await
             }
         }
+    }
+
+    /// A warning to the call's client: it waited `waited` for `server` to start (slow: see
+    /// `downstream::slow_start`). Written to stderr once per start by the start itself.
+    fn slow_start(&self, site: &Site<'_>, server: &str, waited: Duration) {
+        let Some(sink) = &self.env.on_log else { return };
+        let data = Value::String(format!(
+            "waited {:.1} s for server `{server}` to start",
+            waited.as_secs_f64()
+        ));
+        sink(&super::LogMessage {
+            level: mcpgraph_compiler::ir::LogLevel::Warning,
+            node: site.node,
+            callers: site.callers,
+            data: &data,
+        });
     }
 
     /// `server: self`: the callee's arguments and result checked against its schemas, its run
