@@ -263,7 +263,9 @@ pub async fn serve_http_until(
     }
     drained.abort();
     let _ = tokio::time::timeout(SHUTDOWN_LIMIT, server.shutdown()).await;
-    // The spans still held go to the collector (telemetry.rs).
+    // The spans still held go to the collector (telemetry.rs), those of calls the drain cut
+    // short too: they end as their calls unwind, which takes a moment after the shutdown.
+    let _ = tokio::time::timeout(ANSWER_GRACE, server.idle()).await;
     crate::telemetry::flush().await;
     Ok(())
 }
