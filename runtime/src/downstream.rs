@@ -335,14 +335,14 @@ impl Slot {
     }
 }
 
-/// Starts `server` in a task of its own on `runtime`: a waiter that is cancelled does not stop
-/// it, so the next call finds it finished or still going instead of starting another child.
 /// How long a start may take before it is reported as slow (docs/semantics.md §22): half of the
 /// server's `timeoutMs` (which bounds its start: the next one may fail), and at most 5 s.
 pub(crate) fn slow_start(server: &Server) -> Duration {
     Duration::from_millis(server.timeout_ms / 2).min(Duration::from_secs(5))
 }
 
+/// Starts `server` in a task of its own on `runtime`: a waiter that is cancelled does not stop
+/// it, so the next call finds it finished or still going instead of starting another child.
 fn begin_start(runtime: &Handle, server: &Server) -> (SharedStart, tokio::task::AbortHandle) {
     let server = server.clone();
     let task = runtime.spawn(async move {

@@ -31,7 +31,8 @@ pub struct CallOptions {
     /// Told of node starts and ends; breakpoints, pause, step and stop (debug.rs). A stop
     /// ends the call as cancelled ([`CallError::Cancelled`]); the debugger knows where.
     pub debugger: Option<Debugger>,
-    /// Told of each message of a node's `log:` (which is written to stderr in any case).
+    /// Told of each message of a node's `log:` (which is written to stderr in any case), and of
+    /// mcpgraph's own messages about a node ([`crate::LogSource`]).
     pub log: Option<LogSink>,
     /// The caller's trace context: the parent of the call's span when traces are exported
     /// (telemetry.rs), else forwarded as it came to every downstream MCP request of the call

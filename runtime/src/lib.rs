@@ -43,7 +43,8 @@ pub use evaluate::{
 };
 pub use executor::debug::{DebugEvent, DebugSink, Debugger};
 pub use executor::{
-    Asker, Frame, LogMessage, LogSink, NodeObserver, NodeReport, Place, Question, Refusal,
+    Asker, Frame, LogMessage, LogSink, LogSource, NodeObserver, NodeReport, Place, Question,
+    Refusal,
 };
 pub use failure::{Failure, FailureKind, Limit, RunError, SizedValue};
 pub use graph::{EmbeddedGraph, GraphHandle, TypedTools};

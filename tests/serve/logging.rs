@@ -216,7 +216,7 @@ fn a_slow_downstream_start_is_a_warning_to_the_call_that_waited() {
     std::fs::write(
         &graph,
         format!(
-            "version: \"1.0\"\nserver: {{ name: slowStart, version: \"1\" }}\nmcpServers:\n  slow:\n    command: sh\n    args: [\"-c\", \"sleep 1.6; exec python3 \\\"$0\\\"\", {:?}]\n    timeoutMs: 3000\ntools:\n  - name: echo\n    description: d\n    inputSchema: {{ type: object }}\n    nodes:\n      - {{ id: entry, type: entry, next: call }}\n      - {{ id: call, type: mcp, server: slow, tool: echo, args: {{ x: 1 }}, next: exit }}\n      - {{ id: exit, type: exit }}\n",
+            "version: \"1.0\"\nserver: {{ name: slowStart, version: \"1\" }}\nmcpServers:\n  slow:\n    command: sh\n    args: [\"-c\", \"sleep 2.1; exec python3 \\\"$0\\\"\", {:?}]\n    timeoutMs: 4000\ntools:\n  - name: echo\n    description: d\n    inputSchema: {{ type: object }}\n    nodes:\n      - {{ id: entry, type: entry, next: call }}\n      - {{ id: call, type: mcp, server: slow, tool: echo, args: {{ x: 1 }}, next: exit }}\n      - {{ id: exit, type: exit }}\n",
             mock.to_string_lossy()
         ),
     )
@@ -241,9 +241,9 @@ fn a_slow_downstream_start_is_a_warning_to_the_call_that_waited() {
     let [(level, logger, Value::String(text))] = told.as_slice() else {
         panic!("one warning: {told:?}")
     };
-    assert_eq!((level.as_str(), logger.as_str()), ("warning", "call"));
+    assert_eq!((level.as_str(), logger.as_str()), ("warning", "mcpgraph"));
     assert!(
-        text.starts_with("waited ") && text.ends_with(" s for server `slow` to start"),
+        text.starts_with("call waited ") && text.ends_with(" s for server `slow` to start"),
         "{text}"
     );
     let second = server.call("echo", json!({}));

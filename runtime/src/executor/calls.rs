@@ -225,15 +225,25 @@ impl<'a> Session<'a> {
         }
     }
 
-    /// A warning to the call's client: it waited `waited` for `server` to start (slow: see
-    /// `downstream::slow_start`). Written to stderr once per start by the start itself.
+    /// A warning to the call's client, once per server: `site` waited `waited` for `server` to
+    /// start (slow: see `downstream::slow_start`). Written to stderr once per start by the
+    /// start itself.
     fn slow_start(&self, site: &Site<'_>, server: &str, waited: Duration) {
         let Some(sink) = &self.env.on_log else { return };
+        {
+            let mut told = self.slow_starts.borrow_mut();
+            if told.iter().any(|s| s == server) {
+                return;
+            }
+            told.push(server.to_string());
+        }
         let data = Value::String(format!(
-            "waited {:.1} s for server `{server}` to start",
+            "{} waited {:.1} s for server `{server}` to start",
+            site.label(),
             waited.as_secs_f64()
         ));
         sink(&super::LogMessage {
+            source: super::LogSource::Mcpgraph,
             level: mcpgraph_compiler::ir::LogLevel::Warning,
             node: site.node,
             callers: site.callers,

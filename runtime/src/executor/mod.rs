@@ -27,7 +27,7 @@ mod nodes;
 pub mod report;
 
 pub use ask::{Asker, Question, Refusal};
-pub use report::{Frame, LogMessage, LogSink, NodeObserver, NodeReport, Place};
+pub use report::{Frame, LogMessage, LogSink, LogSource, NodeObserver, NodeReport, Place};
 
 use crate::cancel::Cancel;
 use crate::downstream::Downstream;
@@ -68,7 +68,8 @@ pub struct RunEnv {
     /// Told of node starts and ends, and asked before each node of the called tool (not of
     /// `server: self` callees) whether the run goes on, waits or ends there (debug.rs).
     pub debugger: Option<Debugger>,
-    /// Told of each message of a node's `log:` (after it is written to stderr).
+    /// Told of each message of a node's `log:` (after it is written to stderr), and of
+    /// mcpgraph's own messages about a node (a downstream server slow to start).
     pub on_log: Option<LogSink>,
     /// The caller's trace context, forwarded in the `_meta` of every downstream MCP request
     /// when the call has no span of its own.
@@ -174,6 +175,8 @@ struct Session<'a> {
     evaluation_cancel: CancelToken,
     /// Whether the watchdog bounds evaluations; else each evaluator reads the clock.
     watched: bool,
+    /// The downstream servers whose slow start the call's client was told of (once each).
+    slow_starts: RefCell<Vec<String>>,
 }
 
 /// One run of one tool (the call's, or a `server: self` callee's).
@@ -224,6 +227,7 @@ pub async fn run(
         executed: Cell::new(0),
         reports: Cell::new(0),
         evaluation_cancel,
+        slow_starts: RefCell::new(Vec::new()),
     };
     session
         .run_tool(
@@ -518,6 +522,7 @@ impl<'a> Run<'a> {
             ),
         };
         let message = LogMessage {
+            source: report::LogSource::Graph,
             level,
             node: &node.id,
             callers: &self.callers,

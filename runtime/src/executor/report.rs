@@ -16,11 +16,22 @@ use std::time::Duration;
 pub type NodeObserver = Arc<dyn Fn(&NodeReport<'_>) + Send + Sync>;
 
 /// Told of each message a node's `log:` makes (docs/semantics.md §22), after it is written to
-/// stderr: the MCP server sends it to the client as `notifications/message`.
+/// stderr, and of mcpgraph's own messages about a node (a downstream server slow to start):
+/// the MCP server sends them to the client as `notifications/message`.
 pub type LogSink = Arc<dyn Fn(&LogMessage<'_>) + Send + Sync>;
 
-/// One message of a node's `log:`.
+/// Who says a [`LogMessage`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogSource {
+    /// The node's `log:` (logger: the node's label).
+    Graph,
+    /// mcpgraph, about the node (logger `mcpgraph`; the text names the node).
+    Mcpgraph,
+}
+
+/// One message of a node's `log:`, or of mcpgraph about a node.
 pub struct LogMessage<'a> {
+    pub source: LogSource,
     pub level: mcpgraph_compiler::ir::LogLevel,
     /// The node's id (of the callee's tool, for a node of a `server: self` callee).
     pub node: &'a str,
@@ -121,6 +132,17 @@ impl fmt::Display for Place {
             Place::Node => Ok(()),
             Place::Item(index) => write!(f, "[{index}]"),
             Place::Branch(name) => write!(f, ".{name}"),
+        }
+    }
+}
+
+impl Site<'_> {
+    /// Its label, as a report made here has (`fetch[3]`, `call › double.entry`).
+    pub(super) fn label(&self) -> Label<'_> {
+        Label {
+            callers: self.callers,
+            node: self.node,
+            place: &self.place,
         }
     }
 }

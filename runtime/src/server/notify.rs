@@ -5,7 +5,7 @@
 use crate::client_log::{self, Allowance};
 use crate::engine::CallError;
 use crate::executor::debug::{DebugEvent, Debugger};
-use crate::executor::{LogMessage, LogSink, NodeObserver, NodeReport};
+use crate::executor::{LogMessage, LogSink, LogSource, NodeObserver, NodeReport};
 use mcpgraph_compiler::ir::LogLevel;
 use rmcp::model::ProgressNotificationParam;
 use rmcp::service::{RequestContext, RoleServer};
@@ -254,11 +254,11 @@ impl Notifier {
         let logs = self.logs.clone()?;
         Some(Arc::new(move |message: &LogMessage<'_>| {
             if logs.wants(message.level) {
-                logs.send(
-                    message.level,
-                    &message.label().to_string(),
-                    message.data.clone(),
-                );
+                let logger = match message.source {
+                    LogSource::Graph => message.label().to_string(),
+                    LogSource::Mcpgraph => "mcpgraph".to_string(),
+                };
+                logs.send(message.level, &logger, message.data.clone());
             }
         }))
     }
