@@ -18,7 +18,7 @@ fn http_graph() -> PathBuf {
     common::root().join("tests/http/http.yaml")
 }
 
-fn mock() -> PathBuf {
+pub(crate) fn mock() -> PathBuf {
     common::shared_dir().join("tools/mock-mcp-server.py")
 }
 
@@ -40,7 +40,7 @@ fn temp_file(name: &str) -> PathBuf {
 }
 
 /// `mcpgraph ARGS` as the tests here start it: from the repository root, with the mock.
-fn mcpgraph_command(args: &[&str], env: &[(&str, &str)]) -> Command {
+pub(crate) fn mcpgraph_command(args: &[&str], env: &[(&str, &str)]) -> Command {
     let mut command = Command::new(common::mcpgraph());
     command
         .args(args)

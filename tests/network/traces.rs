@@ -131,14 +131,10 @@ impl Drop for Receiver {
     }
 }
 
-/// `mcpgraph ARGS` from the repository root, with the mock and `env`, and none of the
-/// runner's own OpenTelemetry settings.
+/// `mcpgraph ARGS` as the HTTP tests start it, with `env` and none of the runner's own
+/// OpenTelemetry settings.
 fn mcpgraph(args: &[&str], env: &[(&str, &str)]) -> Command {
-    let mut command = Command::new(common::mcpgraph());
-    command.args(args).current_dir(common::root()).env(
-        "MCPGRAPH_MOCK",
-        common::shared_dir().join("tools/mock-mcp-server.py"),
-    );
+    let mut command = crate::http::mcpgraph_command(args, &[]);
     for (name, _) in std::env::vars() {
         if name.starts_with("OTEL_") {
             command.env_remove(name);
@@ -558,8 +554,7 @@ fn sampling_off_or_the_sdk_disabled_exports_nothing() {
 /// `mcpgraph serve GRAPH` over stdio, from the repository root, handshake done.
 fn stdio(graph: &str, env: &[(&str, &str)]) -> common::Mcp {
     let mut env: Vec<(&str, &str)> = env.to_vec();
-    let mock = common::shared_dir().join("tools/mock-mcp-server.py");
-    let mock = mock.to_string_lossy().into_owned();
+    let mock = crate::http::mock().to_string_lossy().into_owned();
     env.push(("MCPGRAPH_MOCK", &mock));
     common::Mcp::start(&["serve", graph], &common::root(), &env)
 }
@@ -578,15 +573,10 @@ fn an_unreachable_collector_fails_no_call_and_is_reported() {
     let endpoint = format!("http://127.0.0.1:{closed}");
     let stderr_path = temp_log("unreachable-stderr");
     let stderr = std::fs::File::create(&stderr_path).expect("a stderr file");
-    let mock = common::shared_dir().join("tools/mock-mcp-server.py");
-    let mock = mock.to_string_lossy().into_owned();
     let mut mcp = common::Mcp::spawn_with_stderr(
         &["serve", &graph("inner.yaml")],
         &common::root(),
-        &[
-            ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
-            ("MCPGRAPH_MOCK", &mock),
-        ],
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)],
         Stdio::from(stderr),
     );
     let init = mcp.request(
