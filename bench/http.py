@@ -6,8 +6,10 @@ by side in one run.
 
 Every server serves bench/graphs/transform.yaml's `echo_value` (the floor hand-written), on
 127.0.0.1 with a port of its own, stateless, with its defaults: mcpgraph's one log line per call
-goes to a file under target/bench/http. The load is bench/src/bin/http-load.rs (CONCURRENCY
-independent rmcp clients, every answer checked). The servers take turns, round after round
+goes to a file under target/bench/http; the floor sets TCP_NODELAY as mcpgraph does. The load is
+bench/src/bin/http-load.rs (CONCURRENCY independent clients, every answer checked), with two
+kinds of client: keep-alive clients that send what the TypeScript and Python SDKs send by
+default, and rmcp's client (a progress token on every request, a new connection for every call). The servers take turns, round after round
 (floor, serve, built, floor, serve, built, ...), so a change in the machine's load reaches all of
 them; the table gives the median of the rounds. Peak RSS is each process's VmHWM after all the
 load; the largest VmRSS sampled while it was under load is beside it.
@@ -124,9 +126,9 @@ class Server:
         self.log_file.close()
 
 
-def load(server, concurrency, calls):
-    """One run of http-load against `server`; its summary, with the largest VmRSS sampled
-    meanwhile (every 10 ms) as rss_kib."""
+def load(server, client, concurrency, calls):
+    """One run of http-load with `client` (plain or rmcp) against `server`; its summary, with the
+    largest VmRSS sampled meanwhile (every 10 ms) as rss_kib."""
     peak, done = [server.status("VmRSS")], threading.Event()
 
     def sample():
@@ -140,7 +142,7 @@ def load(server, concurrency, calls):
     sampler.start()
     try:
         out = subprocess.run([os.path.join(RELEASE, "http-load"), server.url, TOOL, json.dumps(ARGS),
-                              json.dumps(EXPECTED), str(concurrency), str(calls)],
+                              json.dumps(EXPECTED), str(concurrency), str(calls), client],
                              capture_output=True, text=True, timeout=600)
     finally:
         done.set()
@@ -153,16 +155,28 @@ def load(server, concurrency, calls):
 
 
 def measure(servers, levels, rounds):
-    """{(name, concurrency): [summary per round]}, the servers taking turns within each round."""
+    """{(name, client, concurrency): [summary per round]}, the servers taking turns within each
+    round."""
     results = {}
     for r in range(rounds):
-        for concurrency, calls in levels:
+        for client, concurrency, calls in levels:
             for server in servers:
-                s = load(server, concurrency, calls)
-                log(f"round {r + 1}/{rounds}, c={concurrency}, {server.name}: {s['calls_per_s']:.0f} calls/s, "
+                s = load(server, client, concurrency, calls)
+                log(f"round {r + 1}/{rounds}, {client} c={concurrency}, {server.name}: {s['calls_per_s']:.0f} calls/s, "
                     f"p50 {s['p50_ms']:.3f} ms, p99 {s['p99_ms']:.3f} ms, {s['wrong']} wrong")
-                results.setdefault((server.name, concurrency), []).append(s)
+                results.setdefault((server.name, client, concurrency), []).append(s)
     return results
+
+
+CLIENTS = {
+    "plain": "**Keep-alive clients** (`http-load ... plain`): what the TypeScript and Python SDKs send by "
+             "default, `initialize` then one POST per call without a progress token, each answer read to its end, "
+             "so each client's connection is kept alive from call to call.",
+    "rmcp": "**rmcp's client**: it puts a progress token on every request, so a graph server sends a "
+            "progress notification per node (three for this graph) before the result, which the floor does not; "
+            "and it leaves each SSE answer unread after the result, so its connection pool opens a new "
+            "connection for every call.",
+}
 
 
 LABELS = {"floor": "floor (minimal rmcp server)", "serve": "`mcpgraph serve`", "built": "built binary",
@@ -170,41 +184,23 @@ LABELS = {"floor": "floor (minimal rmcp server)", "serve": "`mcpgraph serve`", "
 
 
 def table(results, hwm, names, levels, rounds, build_s, skipped, before_note=""):
-    med = lambda name, c, field: statistics.median(s[field] for s in results[(name, c)])
-    wrong = lambda name: sum(s["wrong"] for c, _ in levels for s in results[(name, c)])
-    sampled = lambda name: max(s["rss_kib"] for c, _ in levels for s in results[(name, c)])
-    (c1, n1), (c2, n2) = levels
+    clients = list(dict.fromkeys(client for client, _, _ in levels))
+    wrong = lambda name: sum(s["wrong"] for key, runs in results.items() if key[0] == name for s in runs)
+    sampled = lambda name: max(s["rss_kib"] for key, runs in results.items() if key[0] == name for s in runs)
+    (_, c1, n1), (_, c2, n2) = levels[:2]
     lines = [
         f"Measured {datetime.date.today().isoformat()} on {platform.node() or 'this machine'}: "
         f"{os.cpu_count()} cores shared by the server and the load generator, {platform.system()} {platform.release()}, "
         f"mcpgraph {version()}. Each figure is the median of {rounds} rounds in which the servers took turns; "
-        f"a round is {n1} calls by {c1} client and {n2} calls by {c2} clients (each client waits for "
-        f"its answer before its next call), after 5 warm-up calls per client. Peak RSS is VmHWM after "
-        f"all the rounds; beside it the largest VmRSS sampled during the load.",
-        "",
-        f"| server | c={c1} calls/s | c={c1} p50 | c={c1} p99 | c={c2} calls/s | c={c2} p50 | c={c2} p99 "
-        f"| peak RSS (sampled under load) | wrong answers |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        f"a round is, for each kind of client, {n1} calls by {c1} client and {n2} calls by {c2} clients (each "
+        f"client waits for its answer before its next call), after 5 warm-up calls per client. Peak RSS is VmHWM "
+        f"after all the rounds; beside it the largest VmRSS sampled during the load. Wrong answers are counted "
+        f"over every round and both clients.",
     ]
-    for name in names:
-        cells = []
-        for c, _ in levels:
-            cells += [f"{med(name, c, 'calls_per_s'):,.0f}", f"{med(name, c, 'p50_ms'):.3f} ms",
-                      f"{med(name, c, 'p99_ms'):.3f} ms"]
-        lines.append(f"| {LABELS[name]} | {' | '.join(cells)} | {hwm[name] / 1024:.1f} MiB "
-                     f"({sampled(name) / 1024:.1f} MiB) | {wrong(name)} |")
-    for name in names:
-        if name == "floor":
-            continue
-        cells = []
-        for c, _ in levels:
-            cells += [f"{med(name, c, field) / med('floor', c, field):.2f}×" for field in ("calls_per_s", "p50_ms", "p99_ms")]
-        lines.append(f"| {LABELS[name]} ÷ floor | {' | '.join(cells)} | {hwm[name] / hwm['floor']:.2f}× | |")
-    if "before" in names:
-        cells = []
-        for c, _ in levels:
-            cells += [f"{med('serve', c, field) / med('before', c, field):.2f}×" for field in ("calls_per_s", "p50_ms", "p99_ms")]
-        lines.append(f"| `mcpgraph serve` ÷ the build before | {' | '.join(cells)} | {hwm['serve'] / hwm['before']:.2f}× | |")
+    for client in clients:
+        lines += ["", CLIENTS[client], ""]
+        lines += client_table(results, hwm, names, [(c, n) for k, c, n in levels if k == client], client,
+                              wrong, sampled, first=client == clients[0])
     lines.append("")
     notes = ["Ratios are ours over the floor's: what mcpgraph adds (the graph run, its schema checks, the log "
              "line per call, its HTTP middleware) shows as calls/s below 1× and latency and memory above 1×."]
@@ -219,6 +215,41 @@ def table(results, hwm, names, levels, rounds, build_s, skipped, before_note="")
         notes.append(f"The built binary took {build_s:.0f} s to build.")
     lines.append(" ".join(notes))
     return "\n".join(lines) + "\n"
+
+
+def client_table(results, hwm, names, levels, client, wrong, sampled, first):
+    """The table of one kind of client; the first carries the memory and wrong-answer columns."""
+    med = lambda name, c, field: statistics.median(s[field] for s in results[(name, client, c)])
+    (c1, _), (c2, _) = levels
+    extra = " peak RSS (sampled under load) | wrong answers |" if first else ""
+    lines = [
+        f"| server ({client} client) | c={c1} calls/s | c={c1} p50 | c={c1} p99 | c={c2} calls/s | c={c2} p50 "
+        f"| c={c2} p99 |{extra}",
+        "|---|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if first else ""),
+    ]
+    for name in names:
+        cells = []
+        for c, _ in levels:
+            cells += [f"{med(name, c, 'calls_per_s'):,.0f}", f"{med(name, c, 'p50_ms'):.3f} ms",
+                      f"{med(name, c, 'p99_ms'):.3f} ms"]
+        memory = (f" {hwm[name] / 1024:.1f} MiB ({sampled(name) / 1024:.1f} MiB) | {wrong(name)} |"
+                  if first else "")
+        lines.append(f"| {LABELS[name]} | {' | '.join(cells)} |{memory}")
+    for name in names:
+        if name == "floor":
+            continue
+        cells = []
+        for c, _ in levels:
+            cells += [f"{med(name, c, field) / med('floor', c, field):.2f}×" for field in ("calls_per_s", "p50_ms", "p99_ms")]
+        memory = f" {hwm[name] / hwm['floor']:.2f}× | |" if first else ""
+        lines.append(f"| {LABELS[name]} ÷ floor | {' | '.join(cells)} |{memory}")
+    if "before" in names:
+        cells = []
+        for c, _ in levels:
+            cells += [f"{med('serve', c, field) / med('before', c, field):.2f}×" for field in ("calls_per_s", "p50_ms", "p99_ms")]
+        memory = f" {hwm['serve'] / hwm['before']:.2f}× | |" if first else ""
+        lines.append(f"| `mcpgraph serve` ÷ the build before | {' | '.join(cells)} |{memory}")
+    return lines
 
 
 def version():
@@ -249,7 +280,8 @@ def main(quick=False, rounds=None, build_timeout=300.0, no_build=False, before=N
     else:
         run(["cargo", "build", "--release", "--locked", "-p", "mcpgraph", "-p", "mcpgraph-bench"], cwd=ROOT)
         build_s = build_binary(build_timeout)
-    levels = ((1, 200), (32, 800)) if quick else ((1, 2000), (32, 8000))
+    levels = [(client, c, n) for client in ("plain", "rmcp")
+              for c, n in (((1, 200), (32, 800)) if quick else ((1, 2000), (32, 8000)))]
     rounds = rounds or (1 if quick else 5)
     commands = [("floor", [os.path.join(RELEASE, "floor-server"), "--http", "127.0.0.1:0"]),
                 ("serve", [MCPGRAPH, "serve", GRAPH, "--http", "127.0.0.1:0"])]

@@ -9,6 +9,7 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, InitializeResult,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, Tool,
 };
+use axum::serve::ListenerExt;
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
@@ -93,5 +94,13 @@ async fn serve_http(floor: Floor, addr: &str) -> Result<(), String> {
     );
     let app = axum::Router::new().route_service("/mcp", service);
     eprintln!("floor-server: serving floor at http://{local}/mcp (stateless)");
+    // Without TCP_NODELAY an answer written in two parts waits for the client's delayed ACK
+    // (about 40 ms) on a kept-alive connection; mcpgraph sets it (runtime::without_delay), and a
+    // floor without it would be a floor no server should be compared with.
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            eprintln!("floor-server: cannot set TCP_NODELAY: {e}");
+        }
+    });
     axum::serve(listener, app).await.map_err(|e| e.to_string())
 }

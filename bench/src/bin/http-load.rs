@@ -1,13 +1,18 @@
 //! The HTTP load generator of bench/http.py:
 //!
 //! ```text
-//! http-load URL TOOL ARGS_JSON EXPECTED_JSON CONCURRENCY CALLS
+//! http-load URL TOOL ARGS_JSON EXPECTED_JSON CONCURRENCY CALLS [rmcp|plain]
 //! ```
 //!
-//! CONCURRENCY independent rmcp clients (each its own HTTP connection pool, as separate users
+//! CONCURRENCY independent clients (each its own HTTP connection pool, as separate users
 //! are) connect to the streamable HTTP endpoint URL, warm up with a few calls each, then make
 //! CALLS calls of TOOL with ARGS_JSON between them, each waiting for its answer before sending
-//! the next. Every answer is checked: not `isError`, and its structuredContent equal to
+//! the next. The clients are rmcp's (the default), or with `plain` a client that sends what the
+//! TypeScript and Python SDKs send by default: `initialize`, then each `tools/call` as one POST
+//! without a progress token, reading the whole answer (JSON or an SSE stream) so that its
+//! connection is kept alive for the next. rmcp's client puts a progress token on every request,
+//! which a graph server answers with a progress notification per node, and leaves each SSE
+//! answer unread after its result, so its HTTP pool opens a new connection for every call. Every answer is checked: not `isError`, and its structuredContent equal to
 //! EXPECTED_JSON. Prints one JSON line: calls, concurrency, calls_per_s, p50_ms, p99_ms, wrong
 //! (wrong or failed answers). Exits 1 when a client cannot connect.
 
@@ -24,7 +29,8 @@ use tokio::sync::Barrier;
 /// Calls each client makes before the measured part: connection set-up, first allocations and
 /// the server's first run of the tool are not what a server under load spends its time on.
 const WARMUP_CALLS: usize = 5;
-const USAGE: &str = "usage: http-load URL TOOL ARGS_JSON EXPECTED_JSON CONCURRENCY CALLS";
+const USAGE: &str =
+    "usage: http-load URL TOOL ARGS_JSON EXPECTED_JSON CONCURRENCY CALLS [rmcp|plain]";
 
 struct Load {
     url: String,
@@ -33,6 +39,8 @@ struct Load {
     expected: Value,
     concurrency: usize,
     calls: usize,
+    /// `plain`: [`plain_client`] instead of rmcp's.
+    plain: bool,
 }
 
 /// What one client measured.
@@ -74,9 +82,17 @@ fn main() -> ExitCode {
     }
 }
 
-fn parse(args: Vec<String>) -> Result<Load, String> {
+fn parse(mut args: Vec<String>) -> Result<Load, String> {
+    let plain = match args.len() {
+        7 => match args.pop().as_deref() {
+            Some("plain") => true,
+            Some("rmcp") => false,
+            other => return Err(format!("the client is rmcp or plain, not {other:?}")),
+        },
+        _ => false,
+    };
     let [url, tool, arguments, expected, concurrency, calls] = <[String; 6]>::try_from(args)
-        .map_err(|args| format!("expected 6 arguments, got {}", args.len()))?;
+        .map_err(|args| format!("expected 6 or 7 arguments, got {}", args.len()))?;
     let arguments = match serde_json::from_str(&arguments) {
         Ok(Value::Object(map)) => map,
         Ok(_) => return Err("ARGS_JSON must be a JSON object".into()),
@@ -97,6 +113,7 @@ fn parse(args: Vec<String>) -> Result<Load, String> {
         expected,
         concurrency,
         calls,
+        plain,
     })
 }
 
@@ -110,7 +127,11 @@ async fn run(load: Arc<Load>) -> Result<Value, String> {
             load.calls / load.concurrency + usize::from(index < load.calls % load.concurrency);
         let (load, start) = (load.clone(), start.clone());
         clients.push(tokio::spawn(async move {
-            client(&load, index, share, &start).await
+            if load.plain {
+                plain_client(&load, index, share, &start).await
+            } else {
+                client(&load, index, share, &start).await
+            }
         }));
     }
     start.wait().await;
@@ -197,4 +218,102 @@ async fn call(client: &RunningService<RoleClient, ()>, load: &Load) -> bool {
         }
         Err(_) => false,
     }
+}
+
+/// One client as the TypeScript and Python SDKs are by default: `initialize` and
+/// `notifications/initialized`, then one POST per call, no progress token, each answer read to
+/// its end so that reqwest keeps the connection for the next call.
+async fn plain_client(
+    load: &Load,
+    index: usize,
+    share: usize,
+    start: &Barrier,
+) -> Result<Measured, String> {
+    let http = reqwest::Client::new();
+    let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": PROTOCOL, "capabilities": {},
+        "clientInfo": {"name": "http-load", "version": "1"}}});
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let connected = async {
+        post(&http, &load.url, &initialize)
+            .await?
+            .ok_or("no answer to initialize")?;
+        post(&http, &load.url, &initialized).await?;
+        Ok::<_, String>(())
+    }
+    .await;
+    if let Err(e) = connected {
+        start.wait().await;
+        return Err(format!("client {index} cannot connect to {}: {e}", load.url));
+    }
+    let mut id = 0;
+    let mut call = async || {
+        id += 1;
+        let request = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": load.tool, "arguments": load.arguments}});
+        match post(&http, &load.url, &request).await {
+            Ok(Some(answer)) => {
+                answer["id"] == json!(id)
+                    && answer["result"]["isError"] != json!(true)
+                    && answer["result"]["structuredContent"] == load.expected
+            }
+            _ => false,
+        }
+    };
+    let mut warm_wrong = 0;
+    for _ in 0..WARMUP_CALLS {
+        warm_wrong += usize::from(!call().await);
+    }
+    start.wait().await;
+    let mut measured = Measured {
+        latencies: Vec::with_capacity(share),
+        wrong: warm_wrong,
+    };
+    for _ in 0..share {
+        let sent = Instant::now();
+        let right = call().await;
+        measured.latencies.push(sent.elapsed());
+        measured.wrong += usize::from(!right);
+    }
+    Ok(measured)
+}
+
+/// The protocol version [`plain_client`] speaks: the 2025 one the SDKs' stable releases use.
+const PROTOCOL: &str = "2025-06-18";
+
+/// POSTs one message; the JSON-RPC answer in the body (a JSON body, or the last `data:` of an
+/// SSE stream, read to its end), `None` for a notification's 202.
+async fn post(http: &reqwest::Client, url: &str, message: &Value) -> Result<Option<Value>, String> {
+    let response = http
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", PROTOCOL)
+        .body(message.to_string())
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    let status = response.status();
+    let sse = response
+        .headers()
+        .get("content-type")
+        .is_some_and(|t| t.as_bytes().starts_with(b"text/event-stream"));
+    let body = response.text().await.map_err(|e| e.to_string())?;
+    if status.as_u16() == 202 {
+        return Ok(None);
+    }
+    if !status.is_success() {
+        return Err(format!("HTTP {status}: {body}"));
+    }
+    let text = if sse {
+        body.lines()
+            .filter_map(|line| line.strip_prefix("data:"))
+            .filter(|data| data.contains("\"result\"") || data.contains("\"error\""))
+            .last()
+            .unwrap_or_default()
+            .to_string()
+    } else {
+        body
+    };
+    serde_json::from_str(&text).map(Some).map_err(|e| format!("{e}: {text}"))
 }
