@@ -7,6 +7,7 @@ use crate::downstream::Downstream;
 use crate::executor::debug::Debugger;
 use crate::executor::{self, Asker, LogSink, NodeObserver, RunEnv};
 use crate::failure::{Failure, FailureKind, RunError};
+use crate::placement::{Inline, Placement};
 use crate::pool::Pool;
 use crate::program::{Program, SchemaViolation};
 use crate::telemetry::Span;
@@ -49,6 +50,8 @@ pub struct Engine {
     /// Cancelled at shutdown: every run of this engine stops. The workers are shared, so this
     /// token, which each run carries, is how an engine stops its own runs and no one else's.
     shutdown: CancellationToken,
+    /// Whether a pure tool's run goes inline or to the blocking pool (placement.rs).
+    placement: Arc<Placement>,
 }
 
 /// Why [`Engine::load`] failed.
@@ -158,6 +161,7 @@ impl Engine {
         }
         Ok(Engine {
             downstream: Arc::new(Downstream::new(program.graph.servers.clone())),
+            placement: Arc::new(Placement::new(program.tools.len())),
             program: Arc::new(program),
             shutdown: CancellationToken::new(),
         })
@@ -235,6 +239,20 @@ impl Engine {
         outcome
     }
 
+    /// A place for a run of tool `index` here, on the calling task (placement.rs), after a
+    /// yield that leaves no other task waiting behind the run on this worker; `None` when the
+    /// call is not `quiet` (it sends progress or log messages).
+    async fn inline(&self, runtime: &Handle, index: usize, quiet: bool) -> Option<Inline<'_>> {
+        if !quiet
+            || runtime.runtime_flavor() != tokio::runtime::RuntimeFlavor::MultiThread
+            || !self.placement.short(index)
+        {
+            return None;
+        }
+        tokio::task::yield_now().await;
+        self.placement.inline(runtime, index)
+    }
+
     /// [`Engine::call_with`] under the call's span (`None`: traces are off).
     async fn call_traced(
         &self,
@@ -269,28 +287,48 @@ impl Engine {
         // A run that may wait in its debugger cannot complete in one poll: it goes to the workers.
         let result = if tool.pure && debugger.as_ref().is_none_or(|d| !d.may_wait()) {
             match Handle::try_current() {
-                // A tool without a node that waits runs on a thread of tokio's blocking pool, not on the
-                // task that called: a CPU-heavy run must not hold a runtime worker, or as many
-                // of them as there are cores stall every other call and the reading of
-                // `notifications/cancelled` (which is what stops the run).
-                Ok(runtime) => {
-                    let program = self.program.clone();
-                    let downstream = self.downstream.clone();
-                    let span = span.clone();
-                    runtime
-                        .spawn_blocking(move || {
-                            run_pure(
-                                &program,
-                                index,
-                                args,
-                                downstream,
-                                cancel,
-                                (observer, debugger, log, span),
-                            )
-                        })
-                        .await
-                        .unwrap_or_else(|_| Err(internal_error(name, "the run panicked")))
-                }
+                // A tool without a node that waits runs here, on the task that called, when its
+                // runs are short and a worker is left free; else on a thread of tokio's
+                // blocking pool: a CPU-heavy run must not hold a runtime worker, or as many of
+                // them as there are cores stall every other call and the reading of
+                // `notifications/cancelled` (placement.rs).
+                // A call that reports progress or logs goes to the pool too: what an inline run
+                // sends waits in its worker's LIFO slot until the run ends (placement.rs).
+                Ok(runtime) => match self
+                    .inline(&runtime, index, observer.is_none() && log.is_none())
+                    .await
+                {
+                    Some(_inline) => run_pure(
+                        &self.program,
+                        index,
+                        args,
+                        self.downstream.clone(),
+                        cancel,
+                        (observer, debugger, log, span.clone()),
+                    ),
+                    None => {
+                        let program = self.program.clone();
+                        let downstream = self.downstream.clone();
+                        let placement = self.placement.clone();
+                        let span = span.clone();
+                        runtime
+                            .spawn_blocking(move || {
+                                let started = std::time::Instant::now();
+                                let outcome = run_pure(
+                                    &program,
+                                    index,
+                                    args,
+                                    downstream,
+                                    cancel,
+                                    (observer, debugger, log, span),
+                                );
+                                placement.pooled(index, started.elapsed());
+                                outcome
+                            })
+                            .await
+                            .unwrap_or_else(|_| Err(internal_error(name, "the run panicked")))
+                    }
+                },
                 // No runtime (a caller polling the future by hand): here, in one poll.
                 Err(_) => run_pure(
                     &self.program,

@@ -25,6 +25,7 @@ mod lock;
 mod metrics;
 mod mrtr;
 pub mod native;
+mod placement;
 mod pool;
 mod program;
 mod serve;

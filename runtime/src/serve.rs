@@ -166,6 +166,7 @@ pub(crate) fn run_serving(
     serving: impl std::future::Future<Output = Result<(), ServeError>>,
 ) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(crate::placement::serving_workers())
         .enable_all()
         .build()
     {

@@ -243,3 +243,63 @@ fn busy_cores_stall_no_call_and_cancellation_stops_every_run() {
         );
     }
 }
+
+/// A tool whose runs were short runs inline, on the worker that read the call
+/// (runtime/src/placement.rs); when one of its runs turns out long, it holds that worker only:
+/// other calls answer, its cancellation is read and stops it, and it never answers. (No progress
+/// token: a call that asks for progress is not run inline.)
+#[test]
+fn a_short_tools_run_turning_long_stalls_nothing_and_is_cancelled() {
+    let mut server = start();
+    // Short runs: the first goes to the blocking pool, the next ones inline.
+    for _ in 0..3 {
+        let id = call(&mut server, "spin", json!({"rounds": 0}));
+        let response = server.response(id, Duration::from_secs(10));
+        assert_eq!(response["result"]["isError"], json!(false), "{response}");
+    }
+    let before_spin = cpu_time(&server);
+    let spin = call(&mut server, "spin", json!({"rounds": 100000}));
+    // Running once the process has used a third of a second of CPU since (trivial calls
+    // answered meanwhile cost a thousandth of that).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while cpu_time(&server) - before_spin < Duration::from_millis(300) {
+        assert!(Instant::now() < deadline, "the spin never ran");
+        let id = call(&mut server, "trivial", json!({}));
+        server.response(id, Duration::from_secs(30));
+    }
+    let asked = Instant::now();
+    let id = call(&mut server, "trivial", json!({}));
+    assert_eq!(
+        structured(&server.response(id, Duration::from_secs(10))),
+        &json!({"ok": true})
+    );
+    let latency = asked.elapsed();
+    println!("a trivial call beside a long inline run answered in {latency:?}");
+    assert!(
+        latency < Duration::from_secs(2),
+        "a trivial call waited {latency:?}"
+    );
+    cancel(&mut server, spin);
+    // Stopped within the watchdog's poll: the process falls idle (an observation over a
+    // window, as above, not a synchronisation).
+    let id = call(&mut server, "trivial", json!({}));
+    server.response(id, Duration::from_secs(10));
+    let before = cpu_time(&server);
+    let window = Duration::from_millis(1000);
+    let deadline = Instant::now() + window;
+    while Instant::now() < deadline {
+        let id = call(&mut server, "trivial", json!({}));
+        assert_eq!(
+            structured(&server.response(id, Duration::from_secs(10))),
+            &json!({"ok": true})
+        );
+        std::thread::park_timeout(Duration::from_millis(100));
+    }
+    let used = cpu_time(&server) - before;
+    assert!(
+        used < window / 2,
+        "the cancelled run is still running: {used:?} of CPU in {window:?}"
+    );
+    let answer = server.pending.iter().find(|m| m["id"] == json!(spin));
+    assert!(answer.is_none(), "the cancelled call answered: {answer:?}");
+}

@@ -1,0 +1,186 @@
+//! Where a pure tool's run goes: on the runtime worker whose task received the call (inline),
+//! or on a thread of tokio's blocking pool.
+//!
+//! A pure run completes in one poll, so it can run inline, and most take microseconds: sending
+//! them to the blocking pool cost more than running them (two thread wake-ups a call, about half
+//! of a one-node call's CPU time over HTTP, and its latency). But a run that holds a worker holds
+//! every task queued behind it, and as many such runs as there are workers would stall the
+//! server, the reading of `notifications/cancelled` included. So a run goes inline only when:
+//! - the runtime is multi-threaded, and fewer runs are inline than it has workers less one: one
+//!   worker is always free to read requests and cancellations (a cancelled run is stopped by
+//!   the watchdog's thread, whichever thread it is on: watchdog.rs);
+//! - its tool's last run was short: a tool's first runs go to the blocking pool, and one that
+//!   took less than [`SLICE`] there lets the next run inline; an inline run that took longer
+//!   sends the tool's next runs back to the pool.
+//!
+//! - the call sends no progress or log messages: what a run wakes while it holds its worker (the
+//!   call's notification writer) waits in that worker's LIFO slot, which other workers cannot
+//!   take tasks from, until the run ends; a run that turned long would send its progress only
+//!   at its end.
+//!
+//! An inline run yields once before it starts, so that no task is left behind it in its
+//! worker's LIFO slot or deferred list.
+//!
+//! A serving process has one worker more than the machine has cores ([`serving_workers`]), so
+//! that on every machine as many runs as it has cores can be inline while a worker is left for
+//! the requests (the kernel shares the cores between them).
+//!
+//! Both are decided before the run starts (a run cannot move between threads: its values are
+//! jsonata-core's, which are not `Send`), so a tool whose runs were short holds one worker for
+//! as long as an unusually long run takes, once, and never more than that one worker.
+//! (`tokio::task::block_in_place` would hand the worker's queue to another thread instead, but
+//! it blocks every future of the calling task, which a `graph!` program joining two calls has.)
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+use tokio::runtime::{Handle, RuntimeFlavor};
+
+/// How long an inline run may take before its tool's next runs go to the blocking pool.
+pub(crate) const SLICE: Duration = Duration::from_millis(1);
+
+/// Runs inline now, in the whole process.
+static INLINE: AtomicUsize = AtomicUsize::new(0);
+
+/// The worker threads of a serving process's runtime: one more than the cores it may use (see
+/// the module's text); tokio's default is as many.
+pub(crate) fn serving_workers() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get()) + 1
+}
+
+/// Which tools of a program go to the blocking pool for now.
+pub(crate) struct Placement {
+    long: Box<[AtomicBool]>,
+    /// [`INLINE`], or a test's own count.
+    inline: &'static AtomicUsize,
+}
+
+impl Placement {
+    pub(crate) fn new(tools: usize) -> Placement {
+        Placement {
+            // Unknown: to the pool, until a run there was short.
+            long: (0..tools).map(|_| AtomicBool::new(true)).collect(),
+            inline: &INLINE,
+        }
+    }
+
+    /// Whether tool `index`'s next run may go inline (its last run was short).
+    pub(crate) fn short(&self, index: usize) -> bool {
+        self.long
+            .get(index)
+            .is_some_and(|long| !long.load(Ordering::Relaxed))
+    }
+
+    /// A place to run tool `index` inline on `runtime`'s current worker, or `None`: the blocking
+    /// pool. Hold it for the run.
+    pub(crate) fn inline(&self, runtime: &Handle, index: usize) -> Option<Inline<'_>> {
+        if runtime.runtime_flavor() != RuntimeFlavor::MultiThread || !self.short(index) {
+            return None;
+        }
+        let workers = runtime.metrics().num_workers();
+        self.inline
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |inline| {
+                (inline + 1 < workers).then_some(inline + 1)
+            })
+            .ok()?;
+        Some(Inline {
+            placement: self,
+            index,
+            started: Instant::now(),
+        })
+    }
+
+    /// Told how long a run of tool `index` on the blocking pool took.
+    pub(crate) fn pooled(&self, index: usize, took: Duration) {
+        if took < SLICE
+            && let Some(long) = self.long.get(index)
+        {
+            long.store(false, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A run in progress inline; its end frees its place, and marks its tool when it was long.
+pub(crate) struct Inline<'a> {
+    placement: &'a Placement,
+    index: usize,
+    started: Instant,
+}
+
+impl Drop for Inline<'_> {
+    fn drop(&mut self) {
+        self.placement.inline.fetch_sub(1, Ordering::AcqRel);
+        if self.started.elapsed() > SLICE
+            && let Some(long) = self.placement.long.get(self.index)
+        {
+            long.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A placement with its own count of inline runs (the tests run side by side).
+    fn placement(tools: usize) -> Placement {
+        Placement {
+            inline: Box::leak(Box::new(AtomicUsize::new(0))),
+            ..Placement::new(tools)
+        }
+    }
+
+    fn runtime(workers: usize) -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(workers)
+            .build()
+            .expect("a runtime")
+    }
+
+    #[test]
+    fn one_worker_stays_free() {
+        let placement = placement(1);
+        placement.pooled(0, Duration::ZERO);
+        let two = runtime(2);
+        let first = placement.inline(two.handle(), 0);
+        assert!(first.is_some(), "a first run goes inline");
+        assert!(
+            placement.inline(two.handle(), 0).is_none(),
+            "a second would leave no worker free"
+        );
+        drop(first);
+        assert!(placement.inline(two.handle(), 0).is_some());
+        let one = runtime(1);
+        assert!(placement.inline(one.handle(), 0).is_none());
+        let current = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a runtime");
+        assert!(placement.inline(current.handle(), 0).is_none());
+    }
+
+    #[test]
+    fn a_tool_goes_inline_after_a_short_run_and_back_after_a_long_one() {
+        let placement = placement(2);
+        let handle = runtime(4);
+        assert!(
+            placement.inline(handle.handle(), 0).is_none(),
+            "unknown: the pool"
+        );
+        placement.pooled(0, SLICE * 2);
+        assert!(placement.inline(handle.handle(), 0).is_none(), "a long run");
+        placement.pooled(0, SLICE / 2);
+        let mut run = placement.inline(handle.handle(), 0).expect("inline");
+        run.started -= SLICE * 2;
+        drop(run);
+        assert!(
+            placement.inline(handle.handle(), 0).is_none(),
+            "tool 0 is long"
+        );
+        placement.pooled(1, SLICE / 2);
+        assert!(
+            placement.inline(handle.handle(), 1).is_some(),
+            "tool 1 is not"
+        );
+        placement.pooled(0, SLICE / 8);
+        assert!(placement.inline(handle.handle(), 0).is_some());
+    }
+}
