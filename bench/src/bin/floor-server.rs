@@ -5,11 +5,11 @@
 //! HTTP, stateless, at `/mcp`, as `mcpgraph serve --http` does (bench/http.py), and prints its
 //! address on stderr the way mcpgraph does.
 
+use axum::serve::ListenerExt;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, InitializeResult,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, Tool,
 };
-use axum::serve::ListenerExt;
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};

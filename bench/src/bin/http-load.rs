@@ -244,7 +244,10 @@ async fn plain_client(
     .await;
     if let Err(e) = connected {
         start.wait().await;
-        return Err(format!("client {index} cannot connect to {}: {e}", load.url));
+        return Err(format!(
+            "client {index} cannot connect to {}: {e}",
+            load.url
+        ));
     }
     let mut id = 0;
     let mut call = async || {
@@ -315,5 +318,7 @@ async fn post(http: &reqwest::Client, url: &str, message: &Value) -> Result<Opti
     } else {
         body
     };
-    serde_json::from_str(&text).map(Some).map_err(|e| format!("{e}: {text}"))
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|e| format!("{e}: {text}"))
 }
