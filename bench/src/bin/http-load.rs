@@ -311,8 +311,7 @@ async fn post(http: &reqwest::Client, url: &str, message: &Value) -> Result<Opti
     let text = if sse {
         body.lines()
             .filter_map(|line| line.strip_prefix("data:"))
-            .filter(|data| data.contains("\"result\"") || data.contains("\"error\""))
-            .last()
+            .rfind(|data| data.contains("\"result\"") || data.contains("\"error\""))
             .unwrap_or_default()
             .to_string()
     } else {
