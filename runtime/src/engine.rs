@@ -2,7 +2,7 @@
 //! run workers (pool.rs), shared by every engine. `serve`, built servers, `mcpgraph call` and
 //! `graph!` programs all call tools through this one type.
 
-use crate::cancel::Cancel;
+use crate::cancel::{Cancel, Shutdown};
 use crate::downstream::Downstream;
 use crate::executor::debug::Debugger;
 use crate::executor::{self, Asker, LogSink, NodeObserver, RunEnv};
@@ -49,7 +49,7 @@ pub struct Engine {
     downstream: Arc<Downstream>,
     /// Cancelled at shutdown: every run of this engine stops. The workers are shared, so this
     /// token, which each run carries, is how an engine stops its own runs and no one else's.
-    shutdown: CancellationToken,
+    shutdown: Shutdown,
     /// Whether a pure tool's run goes inline or to the blocking pool (placement.rs).
     placement: Arc<Placement>,
 }
@@ -163,8 +163,17 @@ impl Engine {
             downstream: Arc::new(Downstream::new(program.graph.servers.clone())),
             placement: Arc::new(Placement::new(program.tools.len())),
             program: Arc::new(program),
-            shutdown: CancellationToken::new(),
+            shutdown: Shutdown::default(),
         })
+    }
+
+    /// Whether a run of `tool` may report at info level (a node catches failures or waits):
+    /// a call's observer is only needed for that at info (server/notify.rs). `true` for a tool
+    /// the graph lacks.
+    pub(crate) fn reports_info(&self, tool: &str) -> bool {
+        self.program
+            .tool_index(tool)
+            .is_none_or(|index| self.program.tools[index].reports_info)
     }
 
     /// The graph being served.
@@ -239,17 +248,15 @@ impl Engine {
         outcome
     }
 
-    /// A place for a run of tool `index` here, on the calling task (placement.rs), after a
-    /// yield that leaves no other task waiting behind the run on this worker; `None` when the
-    /// call is not `quiet` (it sends progress or log messages).
-    async fn inline(&self, runtime: &Handle, index: usize, quiet: bool) -> Option<Inline<'_>> {
+    /// A place for a run of tool `index` here, on the calling task (placement.rs); `None` when
+    /// the call is not `quiet` (its run may send progress or log messages).
+    fn inline(&self, runtime: &Handle, index: usize, quiet: bool) -> Option<Inline<'_>> {
         if !quiet
             || runtime.runtime_flavor() != tokio::runtime::RuntimeFlavor::MultiThread
             || !self.placement.short(index)
         {
             return None;
         }
-        tokio::task::yield_now().await;
         self.placement.inline(runtime, index)
     }
 
@@ -292,12 +299,14 @@ impl Engine {
                 // blocking pool: a CPU-heavy run must not hold a runtime worker, or as many of
                 // them as there are cores stall every other call and the reading of
                 // `notifications/cancelled` (placement.rs).
-                // A call that reports progress or logs goes to the pool too: what an inline run
-                // sends waits in its worker's LIFO slot until the run ends (placement.rs).
-                Ok(runtime) => match self
-                    .inline(&runtime, index, observer.is_none() && log.is_none())
-                    .await
-                {
+                // A call whose run may send progress or log messages goes to the pool too: what
+                // an inline run sends waits in its worker's LIFO slot until the run ends
+                // (placement.rs).
+                Ok(runtime) => match self.inline(
+                    &runtime,
+                    index,
+                    observer.is_none() && (log.is_none() || !tool.logs),
+                ) {
                     Some(_inline) => run_pure(
                         &self.program,
                         index,

@@ -13,7 +13,9 @@
 //!   took less than [`SLICE`] there lets the next run inline; an inline run that took longer
 //!   sends the tool's next runs back to the pool.
 //!
-//! - the call sends no progress or log messages: what a run wakes while it holds its worker (the
+//! - the run can send no progress or log messages (no progress token; at the call's log level
+//!   the tool's nodes report nothing, server/notify.rs; no `log:` it would send): what a run
+//!   wakes while it holds its worker (the
 //!   call's notification writer) waits in that worker's LIFO slot, which other workers cannot
 //!   take tasks from, until the run ends; a run that turned long would send its progress only
 //!   at its end.
@@ -41,10 +43,15 @@ pub(crate) const SLICE: Duration = Duration::from_millis(1);
 /// Runs inline now, in the whole process.
 static INLINE: AtomicUsize = AtomicUsize::new(0);
 
-/// The worker threads of a serving process's runtime: one more than the cores it may use (see
-/// the module's text); tokio's default is as many.
+/// The worker threads of a serving process's runtime: `TOKIO_WORKER_THREADS` when set (as
+/// tokio's own default reads it), else one more than the cores it may use (see the module's
+/// text); tokio's default is as many.
 pub(crate) fn serving_workers() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get()) + 1
+    std::env::var("TOKIO_WORKER_THREADS")
+        .ok()
+        .and_then(|n| n.trim().parse::<usize>().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()) + 1)
 }
 
 /// Which tools of a program go to the blocking pool for now.

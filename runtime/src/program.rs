@@ -26,6 +26,11 @@ pub struct PreparedTool {
     validators: OnceLock<Result<Validators, String>>,
     /// No node that waits (mcp, map, parallel, ask): a run never awaits, so it can run inline on the request's task.
     pub pure: bool,
+    /// A node has a `log:`: a run may send log messages of its own (docs/semantics.md §22).
+    pub logs: bool,
+    /// A run may report at info (server/notify.rs): a node catches failures (`onError`) or
+    /// waits (retries are of downstream calls).
+    pub reports_info: bool,
     /// What `tools/list` shows: the schemas exactly as written.
     pub advertised: rmcp::model::Tool,
 }
@@ -56,6 +61,11 @@ impl Program {
                 names: Arc::new(names),
                 validators: OnceLock::new(),
                 pure: tool.nodes.iter().all(|n| !n.kind.awaits()),
+                logs: tool.nodes.iter().any(|n| n.log.is_some()),
+                reports_info: tool
+                    .nodes
+                    .iter()
+                    .any(|n| n.on_error.is_some() || n.kind.awaits()),
                 advertised,
             });
         }

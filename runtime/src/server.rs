@@ -709,7 +709,9 @@ impl ServerHandler for GraphServer {
             cancel: round
                 .as_ref()
                 .map_or_else(|| context.ct.clone(), |r| r.stop.clone()),
-            observer: notifier.as_ref().and_then(Notifier::observer),
+            observer: notifier
+                .as_ref()
+                .and_then(|n| n.observer(engine.reports_info(&request.name))),
             asker: match &round {
                 Some(round) => Some(round.asker()),
                 None => elicitation(&context),

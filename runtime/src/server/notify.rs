@@ -210,13 +210,17 @@ impl Notifier {
         })
     }
 
-    /// Told of each executed node: its progress notification and what it logs.
-    pub(super) fn observer(&self) -> Option<NodeObserver> {
+    /// Told of each executed node: its progress notification and what it logs, at info when
+    /// the tool `reports_info` (a node catches failures or waits) and at debug. None when it
+    /// would send nothing, so that the run may go inline (placement.rs).
+    pub(super) fn observer(&self, reports_info: bool) -> Option<NodeObserver> {
         let progress = self
             .progress
             .clone()
             .map(|token| (token, self.queue.clone()));
-        let logs = self.logs.clone();
+        let logs = self.logs.clone().filter(|logs| {
+            logs.wants(LogLevel::Debug) || (reports_info && logs.wants(LogLevel::Info))
+        });
         if progress.is_none() && logs.is_none() {
             return None;
         }
