@@ -52,14 +52,15 @@ pub fn expand_env(text: &str) -> String {
 /// and are no secrets.
 const SHORTEST_SECRET: usize = 4;
 
-/// `(value, "${NAME}")` of every variable expanded so far, longest value first.
-static EXPANDED: std::sync::Mutex<Vec<(String, String)>> = std::sync::Mutex::new(Vec::new());
+/// `(value, "${NAME}")` of every variable expanded so far, longest value first. Read for every
+/// line written to stderr, from every thread (a log line per call): a lock readers share.
+static EXPANDED: std::sync::RwLock<Vec<(String, String)>> = std::sync::RwLock::new(Vec::new());
 
 fn remember(name: &str, value: &str) {
     if value.len() < SHORTEST_SECRET {
         return;
     }
-    if let Ok(mut expanded) = EXPANDED.lock()
+    if let Ok(mut expanded) = EXPANDED.write()
         && !expanded.iter().any(|(v, _)| v == value)
     {
         expanded.push((value.to_string(), format!("${{{name}}}")));
@@ -70,7 +71,7 @@ fn remember(name: &str, value: &str) {
 /// `text` with every value [`expand_env`] took from the environment written back as the
 /// `${NAME}` it came from.
 pub fn redact(text: &str) -> std::borrow::Cow<'_, str> {
-    let Ok(expanded) = EXPANDED.lock() else {
+    let Ok(expanded) = EXPANDED.read() else {
         return text.into();
     };
     let mut out = std::borrow::Cow::Borrowed(text);

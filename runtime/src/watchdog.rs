@@ -163,7 +163,7 @@ mod tests {
         // Wide margins: a loaded CI machine may stall this thread for a while.
         let started = Instant::now();
         let _a = watch(started + Duration::from_millis(300), &run, &at_deadline).unwrap();
-        let shutdown = CancellationToken::new();
+        let shutdown = crate::cancel::Shutdown::default();
         let other_run = Cancel::new(CancellationToken::new(), shutdown.clone());
         let on_cancel = CancelToken::new();
         let _b = watch(
