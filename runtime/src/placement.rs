@@ -20,8 +20,9 @@
 //!   take tasks from, until the run ends; a run that turned long would send its progress only
 //!   at its end.
 //!
-//! An inline run yields once before it starts, so that no task is left behind it in its
-//! worker's LIFO slot or deferred list.
+//! A task already waiting in the worker's LIFO slot when an inline run starts waits for the
+//! run too (a short wait: runs that go inline are short). Yielding first would move it, but
+//! the yield woke a parked worker on every call: six times the context switches.
 //!
 //! A serving process has one worker more than the machine has cores ([`serving_workers`]), so
 //! that on every machine as many runs as it has cores can be inline while a worker is left for
