@@ -307,14 +307,20 @@ impl Engine {
                     index,
                     observer.is_none() && (log.is_none() || !tool.logs),
                 ) {
-                    Some(_inline) => run_pure(
-                        &self.program,
-                        index,
-                        args,
-                        self.downstream.clone(),
-                        cancel,
-                        (observer, debugger, log, span.clone()),
-                    ),
+                    // A panic is the run's internal error here too, as the pool's join reports
+                    // it: it must not end the task that answers the call (the client would wait).
+                    Some(_inline) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        tracing::debug!(target: "mcpgraph::placement", tool = name, "a run inline");
+                        run_pure(
+                            &self.program,
+                            index,
+                            args,
+                            self.downstream.clone(),
+                            cancel,
+                            (observer, debugger, log, span.clone()),
+                        )
+                    }))
+                    .unwrap_or_else(|_| Err(internal_error(name, "the run panicked"))),
                     None => {
                         let program = self.program.clone();
                         let downstream = self.downstream.clone();

@@ -2,23 +2,23 @@
 //! or on a thread of tokio's blocking pool.
 //!
 //! A pure run completes in one poll, so it can run inline, and most take microseconds: sending
-//! them to the blocking pool cost more than running them (two thread wake-ups a call, about half
-//! of a one-node call's CPU time over HTTP, and its latency). But a run that holds a worker holds
-//! every task queued behind it, and as many such runs as there are workers would stall the
-//! server, the reading of `notifications/cancelled` included. So a run goes inline only when:
+//! them to the blocking pool cost more than running them (two thread wake-ups a call, about a
+//! third of a one-node call's CPU time over HTTP, and its latency). But a run that holds a
+//! worker holds every task queued behind it, and as many such runs as there are workers would
+//! stall the server, the reading of `notifications/cancelled` included. So a run goes inline
+//! only when:
 //! - the runtime is multi-threaded, and fewer runs are inline than it has workers less one: one
 //!   worker is always free to read requests and cancellations (a cancelled run is stopped by
-//!   the watchdog's thread, whichever thread it is on: watchdog.rs);
-//! - its tool's last run was short: a tool's first runs go to the blocking pool, and one that
-//!   took less than [`SLICE`] there lets the next run inline; an inline run that took longer
-//!   sends the tool's next runs back to the pool.
-//!
+//!   the watchdog's thread, whichever thread it is on: watchdog.rs). The count is the
+//!   process's, whatever runtime a run is on;
+//! - its tool's last run was short: a tool's first runs go to the blocking pool; a run that
+//!   took less than [`SLICE`], there or inline, lets the next run inline; one that took longer
+//!   sends the next runs to the pool;
 //! - the run can send no progress or log messages (no progress token; at the call's log level
 //!   the tool's nodes report nothing, server/notify.rs; no `log:` it would send): what a run
-//!   wakes while it holds its worker (the
-//!   call's notification writer) waits in that worker's LIFO slot, which other workers cannot
-//!   take tasks from, until the run ends; a run that turned long would send its progress only
-//!   at its end.
+//!   wakes while it holds its worker (the call's notification writer) waits in that worker's
+//!   LIFO slot, which other workers cannot take tasks from, until the run ends; a run that
+//!   turned long would send its progress only at its end.
 //!
 //! A task already waiting in the worker's LIFO slot when an inline run starts waits for the
 //! run too (a short wait: runs that go inline are short). Yielding first would move it, but
@@ -29,10 +29,13 @@
 //! the requests (the kernel shares the cores between them).
 //!
 //! Both are decided before the run starts (a run cannot move between threads: its values are
-//! jsonata-core's, which are not `Send`), so a tool whose runs were short holds one worker for
-//! as long as an unusually long run takes, once, and never more than that one worker.
+//! jsonata-core's, which are not `Send`), so the price of a run that turns out long is bounded
+//! but not nil: it holds its worker until it ends (at most the graph's `maxExecutionTimeMs`, or
+//! its cancellation, which the watchdog's thread applies whichever thread the run is on), and
+//! calls of the same tool that arrive meanwhile may go inline too, until the first long one
+//! ends and marks the tool; never more than the workers less one, so one worker always reads.
 //! (`tokio::task::block_in_place` would hand the worker's queue to another thread instead, but
-//! it blocks every future of the calling task, which a `graph!` program joining two calls has.)
+//! it costs a thread wake-up on every call, the hop this module avoids.)
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -97,12 +100,12 @@ impl Placement {
         })
     }
 
-    /// Told how long a run of tool `index` on the blocking pool took.
+    /// Told how long a run of tool `index` on the blocking pool took: a short one lets the
+    /// next run inline, a long one keeps the tool on the pool (a tool marked short that went to
+    /// the pool for want of a place, or because its call asked for progress).
     pub(crate) fn pooled(&self, index: usize, took: Duration) {
-        if took < SLICE
-            && let Some(long) = self.long.get(index)
-        {
-            long.store(false, Ordering::Relaxed);
+        if let Some(long) = self.long.get(index) {
+            long.store(took >= SLICE, Ordering::Relaxed);
         }
     }
 }
@@ -117,7 +120,7 @@ pub(crate) struct Inline<'a> {
 impl Drop for Inline<'_> {
     fn drop(&mut self) {
         self.placement.inline.fetch_sub(1, Ordering::AcqRel);
-        if self.started.elapsed() > SLICE
+        if self.started.elapsed() >= SLICE
             && let Some(long) = self.placement.long.get(self.index)
         {
             long.store(true, Ordering::Relaxed);
@@ -190,5 +193,10 @@ mod tests {
         );
         placement.pooled(0, SLICE / 8);
         assert!(placement.inline(handle.handle(), 0).is_some());
+        placement.pooled(0, SLICE);
+        assert!(
+            placement.inline(handle.handle(), 0).is_none(),
+            "a long run on the pool marks the tool too"
+        );
     }
 }

@@ -247,16 +247,48 @@ fn busy_cores_stall_no_call_and_cancellation_stops_every_run() {
 /// A tool whose runs were short runs inline, on the worker that read the call
 /// (runtime/src/placement.rs); when one of its runs turns out long, it holds that worker only:
 /// other calls answer, its cancellation is read and stops it, and it never answers. (No progress
-/// token: a call that asks for progress is not run inline.)
+/// token: a call that asks for progress is not run inline.) That it ran inline is in the
+/// server's debug log (`mcpgraph::placement`).
 #[test]
 fn a_short_tools_run_turning_long_stalls_nothing_and_is_cancelled() {
-    let mut server = start();
-    // Short runs: the first goes to the blocking pool, the next ones inline.
-    for _ in 0..3 {
-        let id = call(&mut server, "spin", json!({"rounds": 0}));
+    let log = std::env::temp_dir().join(format!(
+        "mcpgraph-placement-stderr-{}.log",
+        std::process::id()
+    ));
+    let graph = common::root().join("tests/graphs/run_limits.yaml");
+    let mut server = Mcp::spawn_with_stderr(
+        &["serve", &graph.to_string_lossy()],
+        &common::root(),
+        &[("MCPGRAPH_LOG", "warn,mcpgraph::placement=debug")],
+        std::process::Stdio::from(std::fs::File::create(&log).unwrap()),
+    );
+    let init = server.request(
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}),
+    );
+    assert!(init.get("result").is_some(), "{init}");
+    server.notify("notifications/initialized", json!({}));
+    let inline_spins = || {
+        std::fs::read_to_string(&log)
+            .unwrap()
+            .lines()
+            .filter(|l| l.contains("a run inline") && l.contains("tool=\"spin\""))
+            .count()
+    };
+    // Short runs: the first goes to the blocking pool, the next ones inline (a run that a busy
+    // machine made take a millisecond sends the next to the pool again: tries, bounded).
+    let short_spin = |server: &mut Mcp| {
+        let id = call(server, "spin", json!({"rounds": 0}));
         let response = server.response(id, Duration::from_secs(10));
         assert_eq!(response["result"]["isError"], json!(false), "{response}");
+    };
+    let mut tries = 0;
+    while inline_spins() < 2 {
+        tries += 1;
+        assert!(tries <= 50, "no short spin ran inline");
+        short_spin(&mut server);
     }
+    let inline_before = inline_spins();
     let before_spin = cpu_time(&server);
     let spin = call(&mut server, "spin", json!({"rounds": 100000}));
     // Running once the process has used a third of a second of CPU since (trivial calls
@@ -267,6 +299,13 @@ fn a_short_tools_run_turning_long_stalls_nothing_and_is_cancelled() {
         let id = call(&mut server, "trivial", json!({}));
         server.response(id, Duration::from_secs(30));
     }
+    // The line is written before the run starts, and the run has used CPU since.
+    assert_eq!(
+        inline_spins(),
+        inline_before + 1,
+        "the long spin ran inline: {}",
+        std::fs::read_to_string(&log).unwrap()
+    );
     let asked = Instant::now();
     let id = call(&mut server, "trivial", json!({}));
     assert_eq!(
@@ -302,4 +341,19 @@ fn a_short_tools_run_turning_long_stalls_nothing_and_is_cancelled() {
     );
     let answer = server.pending.iter().find(|m| m["id"] == json!(spin));
     assert!(answer.is_none(), "the cancelled call answered: {answer:?}");
+    // The long run marked the tool: the next spin goes to the pool, and, short there, lets the
+    // one after it inline again.
+    short_spin(&mut server);
+    assert_eq!(
+        inline_spins(),
+        inline_before + 1,
+        "after a long run the tool's next run goes to the pool"
+    );
+    let mut tries = 0;
+    while inline_spins() < inline_before + 2 {
+        tries += 1;
+        assert!(tries <= 50, "the tool never went inline again");
+        short_spin(&mut server);
+    }
+    let _ = std::fs::remove_file(&log);
 }
