@@ -302,48 +302,46 @@ impl Engine {
                 // A call whose run may send progress or log messages goes to the pool too: what
                 // an inline run sends waits in its worker's LIFO slot until the run ends
                 // (placement.rs).
-                Ok(runtime) => match self.inline(
-                    &runtime,
-                    index,
-                    observer.is_none() && (log.is_none() || !tool.logs),
-                ) {
-                    // A panic is the run's internal error here too, as the pool's join reports
-                    // it: it must not end the task that answers the call (the client would wait).
-                    Some(_inline) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        tracing::debug!(target: "mcpgraph::placement", tool = name, "a run inline");
+                Ok(runtime) => {
+                    let inline = self.inline(
+                        &runtime,
+                        index,
+                        observer.is_none() && (log.is_none() || !tool.logs),
+                    );
+                    let (program, downstream) = (self.program.clone(), self.downstream.clone());
+                    let span = span.clone();
+                    let run = move || {
                         run_pure(
-                            &self.program,
+                            &program,
                             index,
                             args,
-                            self.downstream.clone(),
+                            downstream,
                             cancel,
-                            (observer, debugger, log, span.clone()),
+                            (observer, debugger, log, span),
                         )
-                    }))
-                    .unwrap_or_else(|_| Err(internal_error(name, "the run panicked"))),
-                    None => {
-                        let program = self.program.clone();
-                        let downstream = self.downstream.clone();
-                        let placement = self.placement.clone();
-                        let span = span.clone();
-                        runtime
-                            .spawn_blocking(move || {
-                                let started = std::time::Instant::now();
-                                let outcome = run_pure(
-                                    &program,
-                                    index,
-                                    args,
-                                    downstream,
-                                    cancel,
-                                    (observer, debugger, log, span),
-                                );
-                                placement.pooled(index, started.elapsed());
-                                outcome
-                            })
-                            .await
-                            .unwrap_or_else(|_| Err(internal_error(name, "the run panicked")))
-                    }
-                },
+                    };
+                    let outcome = match inline {
+                        // A panic is the run's internal error here too, as the pool's join
+                        // reports it: it must not end the task that answers the call.
+                        Some(_inline) => {
+                            tracing::debug!(target: "mcpgraph::placement", tool = name, "a run inline");
+                            std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)).ok()
+                        }
+                        None => {
+                            let placement = self.placement.clone();
+                            runtime
+                                .spawn_blocking(move || {
+                                    let started = std::time::Instant::now();
+                                    let outcome = run();
+                                    placement.pooled(index, started.elapsed());
+                                    outcome
+                                })
+                                .await
+                                .ok()
+                        }
+                    };
+                    outcome.unwrap_or_else(|| Err(internal_error(name, "the run panicked")))
+                }
                 // No runtime (a caller polling the future by hand): here, in one poll.
                 Err(_) => run_pure(
                     &self.program,

@@ -61,6 +61,48 @@ fn cpu_time(server: &Mcp) -> Duration {
     Duration::from_millis(ticks * 10)
 }
 
+/// A trivial call answers, and within 2 s, beside the busy runs described by `beside`.
+fn trivial_answers_soon(server: &mut Mcp, beside: &str) {
+    let asked = Instant::now();
+    let id = call(server, "trivial", json!({}));
+    assert_eq!(
+        structured(&server.response(id, Duration::from_secs(10))),
+        &json!({"ok": true})
+    );
+    let latency = asked.elapsed();
+    println!("a trivial call beside {beside} answered in {latency:?}");
+    assert!(
+        latency < Duration::from_secs(2),
+        "a trivial call waited {latency:?}"
+    );
+}
+
+/// After cancellations: the runs stop within the watchdog's poll, then the process is idle
+/// while trivial calls keep answering. (The window is an observation, not a synchronisation: a
+/// run still going would use a core all of it.)
+fn falls_idle_after_cancelling(server: &mut Mcp) {
+    // A call sent after the cancellations is read after them.
+    let id = call(server, "trivial", json!({}));
+    server.response(id, Duration::from_secs(10));
+    let before = cpu_time(server);
+    let window = Duration::from_millis(1000);
+    let deadline = Instant::now() + window;
+    while Instant::now() < deadline {
+        let id = call(server, "trivial", json!({}));
+        assert_eq!(
+            structured(&server.response(id, Duration::from_secs(10))),
+            &json!({"ok": true})
+        );
+        std::thread::park_timeout(Duration::from_millis(100));
+    }
+    let used = cpu_time(server) - before;
+    println!("CPU used in the {window:?} after cancelling: {used:?}");
+    assert!(
+        used < window / 2,
+        "a cancelled run is still running: {used:?} of CPU in {window:?}"
+    );
+}
+
 fn assert_size_error(response: &Value, node: &str) {
     let message = text(response);
     assert_eq!(response["result"]["isError"], json!(true), "{response}");
@@ -191,51 +233,12 @@ fn busy_cores_stall_no_call_and_cancellation_stops_every_run() {
     for (_, token) in &spins {
         wait_started(&mut server, token);
     }
-    let asked = Instant::now();
-    let id = call(&mut server, "trivial", json!({}));
-    assert_eq!(
-        structured(&server.response(id, Duration::from_secs(10))),
-        &json!({"ok": true})
-    );
-    let latency = asked.elapsed();
-    println!("a trivial call beside {cores} busy runs answered in {latency:?}");
-    assert!(
-        latency < Duration::from_secs(2),
-        "a trivial call waited {latency:?}"
-    );
+    trivial_answers_soon(&mut server, &format!("{cores} busy runs"));
 
     for (id, _) in &spins {
         cancel(&mut server, *id);
     }
-    // A call sent after the cancellations is read after them.
-    let id = call(&mut server, "trivial", json!({}));
-    server.response(id, Duration::from_secs(10));
-    // The runs stop within the watchdog's poll; then the process is idle. (The window is an
-    // observation, not a synchronisation: a run still going would use a core all of it.)
-    let stopped = Instant::now();
-    let before = cpu_time(&server);
-    let window = Duration::from_millis(1000);
-    let answered: Vec<Value> = {
-        let deadline = stopped + window;
-        let mut seen = Vec::new();
-        while Instant::now() < deadline {
-            let id = call(&mut server, "trivial", json!({}));
-            seen.push(server.response(id, Duration::from_secs(10)));
-            std::thread::park_timeout(Duration::from_millis(100));
-        }
-        seen
-    };
-    let used = cpu_time(&server) - before;
-    println!("CPU used in the {window:?} after cancelling: {used:?}");
-    assert!(
-        used < window / 2,
-        "a cancelled run is still running: {used:?} of CPU in {window:?}"
-    );
-    assert!(
-        answered
-            .iter()
-            .all(|r| structured(r) == &json!({"ok": true}))
-    );
+    falls_idle_after_cancelling(&mut server);
     for (id, _) in &spins {
         assert!(
             !server.pending.iter().any(|m| m["id"] == json!(id)),
@@ -306,39 +309,9 @@ fn a_short_tools_run_turning_long_stalls_nothing_and_is_cancelled() {
         "the long spin ran inline: {}",
         std::fs::read_to_string(&log).unwrap()
     );
-    let asked = Instant::now();
-    let id = call(&mut server, "trivial", json!({}));
-    assert_eq!(
-        structured(&server.response(id, Duration::from_secs(10))),
-        &json!({"ok": true})
-    );
-    let latency = asked.elapsed();
-    println!("a trivial call beside a long inline run answered in {latency:?}");
-    assert!(
-        latency < Duration::from_secs(2),
-        "a trivial call waited {latency:?}"
-    );
+    trivial_answers_soon(&mut server, "a long inline run");
     cancel(&mut server, spin);
-    // Stopped within the watchdog's poll: the process falls idle (an observation over a
-    // window, as above, not a synchronisation).
-    let id = call(&mut server, "trivial", json!({}));
-    server.response(id, Duration::from_secs(10));
-    let before = cpu_time(&server);
-    let window = Duration::from_millis(1000);
-    let deadline = Instant::now() + window;
-    while Instant::now() < deadline {
-        let id = call(&mut server, "trivial", json!({}));
-        assert_eq!(
-            structured(&server.response(id, Duration::from_secs(10))),
-            &json!({"ok": true})
-        );
-        std::thread::park_timeout(Duration::from_millis(100));
-    }
-    let used = cpu_time(&server) - before;
-    assert!(
-        used < window / 2,
-        "the cancelled run is still running: {used:?} of CPU in {window:?}"
-    );
+    falls_idle_after_cancelling(&mut server);
     let answer = server.pending.iter().find(|m| m["id"] == json!(spin));
     assert!(answer.is_none(), "the cancelled call answered: {answer:?}");
     // The long run marked the tool: the next spin goes to the pool, and, short there, lets the
