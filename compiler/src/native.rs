@@ -369,7 +369,7 @@ impl Emitter {
     fn node(&mut self, node: &AstNode, data: &TokenStream) -> Result<TokenStream, Unsupported> {
         let rt = rt();
         Ok(match node {
-            AstNode::String(s) => quote!(#rt::JValue::string(#s)),
+            AstNode::String(s) => quote!(#rt::lit!(#s)),
             AstNode::Number(n) => {
                 let n = number(*n);
                 quote!(#rt::JValue::Number(#n))
@@ -475,6 +475,23 @@ impl Emitter {
                     other => self.node(other, data)?,
                 };
                 quote!(#rt::JValue::Bool(!#rt::is_undefined(&#value)))
+            }
+            AstNode::Function {
+                name,
+                args,
+                is_builtin: true,
+            } if name == "count" && args.len() == 1 && !matches!(args[0], AstNode::Placeholder) => {
+                // The built-in graphs call most, counted here; jsonata-core counts the rest.
+                let value = self.node(&args[0], data)?;
+                quote!({
+                    let value = #value;
+                    match #rt::count(&value) {
+                        ::std::option::Option::Some(n) => n,
+                        ::std::option::Option::None => {
+                            #rt::unwrap(host.builtin("count", ::std::vec![value], #data)?)
+                        }
+                    }
+                })
             }
             AstNode::Function {
                 name,

@@ -554,6 +554,10 @@ fn fixed_inputs() -> Vec<Value> {
         json!([{"a": 1}, {"a": "x"}, {}]),
         json!({"a": [], "b": {}, "list": [[1, 2], [3]], "n": 0, "s": "abc", "c": false}),
         json!({"a": [5], "b": [{"c": 1}], "list": ["a", "b"], "n": 0.5, "x y": "space"}),
+        // Objects shaped like jsonata-core's internal tuples, which paths and `$` treat apart.
+        json!({"a": {"@": 1, "__tuple__": true, "b": 2}, "list": [{"@": {"a": 5}, "__tuple__": true}], "b": {"@": "x"}}),
+        // More keys than compiled paths compare one by one before they hash.
+        json!({"a": 1, "b": {"c": 2}, "c": 3, "d": 4, "e": 5, "f": 6, "g": 7, "h": 8, "list": [1], "n": 9, "s": "many"}),
     ]
 }
 

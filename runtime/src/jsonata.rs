@@ -25,6 +25,8 @@ pub struct Jsonata {
     /// jsonata-core's evaluator, set up on the first expression that is not compiled: a run
     /// whose expressions are all compiled (`build --native`) never pays for it.
     evaluator: Option<Evaluator>,
+    /// The evaluator compiled code's one-argument built-in calls run on, set up on the first.
+    calls: Option<Evaluator>,
     history: Option<SharedHistory>,
     settings: Settings,
 }
@@ -91,6 +93,7 @@ impl Jsonata {
     pub fn new(history: Option<&SharedHistory>, settings: Settings) -> Self {
         Jsonata {
             evaluator: None,
+            calls: None,
             history: history.cloned(),
             settings,
         }
@@ -157,35 +160,73 @@ impl NativeHost for Jsonata {
         self.host(name, args)
     }
 
-    /// jsonata-core's own call of the built-in, its arguments bound as variables: the same
-    /// checks, coercions and errors as when the interpreter evaluates the call.
+    /// jsonata-core's own call of the built-in: the same checks, coercions and errors as when
+    /// the interpreter evaluates the call. A call of one argument evaluates `$name($)` over the
+    /// argument with one evaluator the run keeps (no bindings, no host functions); any other
+    /// call binds its arguments as variables of a fresh evaluator.
     fn builtin(&mut self, name: &str, args: Vec<JValue>, data: &JValue) -> HostFnResult {
-        thread_local! {
-            static CALLS: std::cell::RefCell<std::collections::HashMap<(String, usize), std::rc::Rc<AstNode>>> =
-                Default::default();
+        if let [arg] = args.as_slice()
+            && is_plain_dollar(arg)
+        {
+            let call = call_ast(name, None)?;
+            let settings = &self.settings;
+            let evaluator = self
+                .calls
+                .get_or_insert_with(|| Evaluator::with_options(Context::new(), options(settings)));
+            return evaluator.evaluate(&call, arg);
         }
-        let key = (name.to_string(), args.len());
-        let call = CALLS.with(|calls| {
-            if let Some(call) = calls.borrow().get(&key) {
-                return Ok(call.clone());
-            }
-            let params: Vec<String> = (0..args.len())
-                .map(|i| format!("$__mcpgraph_arg{i}"))
-                .collect();
-            let source = format!("${name}({})", params.join(", "));
-            let ast = std::rc::Rc::new(
-                jsonata_core::parser::parse(&source)
-                    .map_err(|e| EvaluatorError::EvaluationError(e.to_string()))?,
-            );
-            calls.borrow_mut().insert(key, ast.clone());
-            Ok::<_, EvaluatorError>(ast)
-        })?;
+        let call = call_ast(name, Some(args.len()))?;
         let mut context = Context::new();
         for (i, value) in args.into_iter().enumerate() {
             context.bind(format!("__mcpgraph_arg{i}"), value);
         }
         Evaluator::with_options(context, options(&self.settings)).evaluate(&call, data)
     }
+}
+
+/// Whether `$` over `value` is `value` itself, as a bound variable would be: not an array the
+/// evaluator marks as its input (`$` gives it bare), nor an object shaped like its internal
+/// tuples (`$` gives the tuple's `@`).
+fn is_plain_dollar(value: &JValue) -> bool {
+    match value {
+        JValue::Array(arr) => !arr.outer_wrapper,
+        JValue::Object(obj) => !matches!(obj.get_index(0), Some((key, _)) if key == "@"),
+        _ => true,
+    }
+}
+
+/// The parsed call of the built-in `name`: `$name($)` (`arity` `None`), or of `arity`
+/// arguments bound as `$__mcpgraph_arg0`... Parsed once per thread.
+fn call_ast(name: &str, arity: Option<usize>) -> Result<std::rc::Rc<AstNode>, EvaluatorError> {
+    type Calls = std::collections::HashMap<String, Vec<Option<std::rc::Rc<AstNode>>>>;
+    thread_local! {
+        static CALLS: std::cell::RefCell<Calls> = Default::default();
+    }
+    // Slot 0 is `$name($)`; slot n + 1 the call of n bound arguments.
+    let slot = arity.map_or(0, |n| n + 1);
+    CALLS.with(|calls| {
+        if let Some(Some(call)) = calls.borrow().get(name).and_then(|slots| slots.get(slot)) {
+            return Ok(call.clone());
+        }
+        let source = match arity {
+            None => format!("${name}($)"),
+            Some(n) => {
+                let params: Vec<String> = (0..n).map(|i| format!("$__mcpgraph_arg{i}")).collect();
+                format!("${name}({})", params.join(", "))
+            }
+        };
+        let ast = std::rc::Rc::new(
+            jsonata_core::parser::parse(&source)
+                .map_err(|e| EvaluatorError::EvaluationError(e.to_string()))?,
+        );
+        let mut calls = calls.borrow_mut();
+        let slots = calls.entry(name.to_string()).or_default();
+        if slots.len() <= slot {
+            slots.resize(slot + 1, None);
+        }
+        slots[slot] = Some(ast.clone());
+        Ok(ast)
+    })
 }
 
 /// An evaluation's failure in the original's terms: its code, its message without the code and
@@ -245,13 +286,25 @@ fn count_split(args: &[JValue]) -> HostFnResult {
     match args {
         [JValue::String(s), JValue::String(separator)] if !separator.is_empty() => {
             let separators = match separator.as_bytes() {
-                [byte] => s.bytes().filter(|b| b == byte).count(),
+                [byte] => count_byte(s.as_bytes(), *byte),
                 _ => s.matches(&**separator).count(),
             };
             Ok(JValue::Number((separators + 1) as f64))
         }
         _ => unfused_count_split(args),
     }
+}
+
+/// How many times `needle` is in `haystack`, 32 bytes at a time: a sum of comparisons over
+/// a fixed-size chunk is what the compiler turns into vector instructions (a filtered count
+/// of every byte was not: 0.6 µs for 1.4 kB).
+fn count_byte(haystack: &[u8], needle: u8) -> usize {
+    let mut chunks = haystack.chunks_exact(32);
+    let mut count = 0;
+    for chunk in &mut chunks {
+        count += chunk.iter().map(|&b| u8::from(b == needle)).sum::<u8>() as usize;
+    }
+    count + chunks.remainder().iter().filter(|&&b| b == needle).count()
 }
 
 fn unfused_count_split(args: &[JValue]) -> HostFnResult {
@@ -550,7 +603,9 @@ mod tests {
         let data = crate::value::to_jvalue(&serde_json::json!({
             "lines": "a\nb\n\nc\n", "empty": "", "one": "abc", "emoji": "1💩2💩💩3",
             "n": 12345, "list": ["a\nb", "c"], "single": ["x\ny"], "obj": {"k": "v"},
-            "nul": null, "t": true
+            "nul": null, "t": true,
+            // Longer than the 32-byte chunks the fused count reads, with a remainder.
+            "long": (0..70).map(|i| format!("line {i} b")).collect::<Vec<_>>().join("\n"),
         }));
         let mut jsonata = Jsonata::new(None, Settings::default());
         let mut cases = 0;
@@ -565,6 +620,7 @@ mod tests {
             "obj",
             "nul",
             "t",
+            "long",
             "missing",
             "list[0]",
             "\"\"",
@@ -590,7 +646,7 @@ mod tests {
                 cases += 1;
             }
         }
-        assert_eq!(cases, 70);
+        assert_eq!(cases, 75);
         // Called by name with the wrong arity: an error, not a panic.
         let direct = Expr::parse(&format!("${COUNT_SPLIT}(1)")).unwrap();
         assert!(jsonata.eval(&direct, &data).is_err());

@@ -16,6 +16,22 @@ use mcpgraph_compiler::Graph;
 pub use mcpgraph_compiler::expr::{NativeFn, NativeHost, NativeRuleFn, RuleFailure};
 use std::borrow::Cow;
 
+/// A string literal of a compiled expression (`rt::lit!("ok")`): made once per thread and
+/// shared after that, a clone being a count increment, where `JValue::string` would allocate
+/// and copy it at every evaluation.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __native_lit {
+    ($text:literal) => {{
+        ::std::thread_local! {
+            static LITERAL: $crate::__private::native::JValue =
+                $crate::__private::native::JValue::string($text);
+        }
+        LITERAL.with(::std::clone::Clone::clone)
+    }};
+}
+pub use crate::__native_lit as lit;
+
 /// One compiled expression: its source text (the key it is found by) and its function.
 pub struct NativeExpr {
     pub source: &'static str,
@@ -390,12 +406,28 @@ impl Array {
     }
 }
 
+/// `$count(value)`, as jsonata-core's signature check and `count` answer it: undefined is 0,
+/// an array its length, any other JSON value one item (its signature wraps it in an array).
+/// `None` for a function or a regex, which the caller hands to jsonata-core.
+#[inline]
+pub fn count(value: &JValue) -> Option<JValue> {
+    let n = match value {
+        JValue::Undefined => 0,
+        JValue::Array(arr) => arr.len(),
+        JValue::Null | JValue::Bool(_) | JValue::Number(_) | JValue::String(_) => 1,
+        JValue::Object(_) => 1,
+        _ => return None,
+    };
+    Some(JValue::Number(n as f64))
+}
+
 /// `a ?? b`: `a` unless it is undefined.
 #[inline]
 pub fn is_undefined(value: &JValue) -> bool {
     value.is_undefined()
 }
 
+#[inline]
 fn is_tuple_object(obj: &IndexMap<String, JValue>) -> bool {
     matches!(obj.get_index(0), Some((key, _)) if key == "@")
         && obj.get("__tuple__") == Some(&JValue::Bool(true))
@@ -404,7 +436,34 @@ fn is_tuple_object(obj: &IndexMap<String, JValue>) -> bool {
 /// A path of field steps (`a.b.c`, `$.a.b`) over `data`, as jsonata-js `evaluatePath` walks
 /// it: `from_dollar` (a leading `$`) maps the first step over the items of an input array,
 /// even the top-level one, which a bare `a...` takes as one item.
+#[inline]
 pub fn fields(data: &JValue, steps: &[&str], from_dollar: bool) -> Result<JValue, EvaluatorError> {
+    // Most paths go from object to object: walked here, by reference, and only their value
+    // cloned. Any other step takes the whole walk below.
+    if let JValue::Object(_) = data {
+        let mut value = data;
+        let mut objects = true;
+        for field in steps {
+            match value {
+                JValue::Object(obj) if !is_tuple_object(obj) => match get(obj, field) {
+                    Some(next) if !next.is_undefined() => value = next,
+                    _ => return Ok(JValue::Undefined),
+                },
+                _ => {
+                    objects = false;
+                    break;
+                }
+            }
+        }
+        if objects {
+            return Ok(value.clone());
+        }
+    }
+    walk(data, steps, from_dollar)
+}
+
+/// [`fields`] over any values.
+fn walk(data: &JValue, steps: &[&str], from_dollar: bool) -> Result<JValue, EvaluatorError> {
     let per_item = matches!(data, JValue::Array(arr) if from_dollar || !arr.outer_wrapper);
     let (start, mut result) = if per_item {
         (0, JValue::Undefined)
@@ -440,14 +499,14 @@ pub fn fields(data: &JValue, steps: &[&str], from_dollar: bool) -> Result<JValue
     Ok(result)
 }
 
+/// The field steps a path takes from one object to the next, by reference: how many, and the
+/// value they reach (`None`: a step found nothing, so the path is undefined).
 fn walk_single_values(steps: &[&str], data: &JValue) -> Option<(usize, JValue)> {
-    let mut value = data.clone();
+    let mut value = data;
     let mut taken = 0;
     for field in steps {
-        value = match &value {
-            JValue::Object(obj) if !is_tuple_object(obj) => {
-                obj.get(*field).cloned().unwrap_or(JValue::Undefined)
-            }
+        value = match value {
+            JValue::Object(obj) if !is_tuple_object(obj) => get(obj, field)?,
             _ => break,
         };
         taken += 1;
@@ -455,7 +514,32 @@ fn walk_single_values(steps: &[&str], data: &JValue) -> Option<(usize, JValue)> 
             return None;
         }
     }
-    Some((taken, value))
+    Some((taken, value.clone()))
+}
+
+/// `obj[field]`. A graph's objects are small, and comparing a few keys takes less than hashing
+/// one (the maps hash with SipHash): the same answer, keys being unique.
+#[inline]
+fn get<'a>(obj: &'a IndexMap<String, JValue>, field: &str) -> Option<&'a JValue> {
+    if obj.len() <= 8 {
+        obj.iter()
+            .find(|(key, _)| key.as_str() == field)
+            .map(|(_, value)| value)
+    } else {
+        obj.get(field)
+    }
+}
+
+/// [`get`] with the key's index.
+#[inline]
+fn get_full<'a>(obj: &'a IndexMap<String, JValue>, field: &str) -> Option<(usize, &'a JValue)> {
+    if obj.len() <= 8 {
+        obj.iter()
+            .position(|(key, _)| key.as_str() == field)
+            .map(|index| (index, &obj[index]))
+    } else {
+        obj.get_full(field).map(|(index, _, value)| (index, value))
+    }
 }
 
 fn field_values(field: &str, items: &[JValue]) -> Result<Vec<JValue>, EvaluatorError> {
@@ -466,8 +550,8 @@ fn field_values(field: &str, items: &[JValue]) -> Result<Vec<JValue>, EvaluatorE
             JValue::Object(obj) if !is_tuple_object(obj) => {
                 match position.and_then(|p| obj.get_index(p)) {
                     Some((key, value)) if key == field => value.clone(),
-                    _ => match obj.get_full(field) {
-                        Some((index, _, value)) => {
+                    _ => match get_full(obj, field) {
+                        Some((index, value)) => {
                             position = Some(index);
                             value.clone()
                         }
@@ -495,7 +579,7 @@ fn field_step(field: &str, value: &JValue) -> Result<JValue, EvaluatorError> {
                     _ => JValue::Undefined,
                 });
             }
-            Ok(obj.get(field).cloned().unwrap_or(JValue::Undefined))
+            Ok(get(obj, field).cloned().unwrap_or(JValue::Undefined))
         }
         JValue::Array(arr) => {
             let mut result = Vec::with_capacity(arr.len());
@@ -665,6 +749,27 @@ pub fn first_step(
 
 /// The field steps after a path's [`first_step`], each over the items of the step before.
 pub fn fields_after(first: JValue, steps: &[&str]) -> Result<JValue, EvaluatorError> {
+    // From object to object to a value that is not an array: that value, as the steps below
+    // give it once unwrapped (which is all generated code does with it).
+    if let JValue::Object(_) = first {
+        let mut value = &first;
+        let mut objects = true;
+        for field in steps {
+            match value {
+                JValue::Object(obj) if !is_tuple_object(obj) => match get(obj, field) {
+                    Some(next) if !next.is_undefined() => value = next,
+                    _ => return Ok(JValue::Undefined),
+                },
+                _ => {
+                    objects = false;
+                    break;
+                }
+            }
+        }
+        if objects && !matches!(value, JValue::Array(_)) {
+            return Ok(value.clone());
+        }
+    }
     let mut result = first;
     for (index, field) in steps.iter().enumerate() {
         if result.is_undefined() || matches!(&result, JValue::Array(arr) if arr.is_empty()) {
@@ -691,5 +796,53 @@ fn collect_single_step_result(value: JValue, last_step: bool) -> JValue {
         JValue::Array(arr) if !arr.cons => JValue::Array(arr.fresh_sequence()),
         JValue::Array(arr) => JValue::sequence(vec![JValue::Array(arr)]),
         other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jsonata::{Jsonata, Settings};
+    use mcpgraph_compiler::ir::Expr;
+
+    /// [`count`] gives what jsonata-core's `$count` gives, value for value (bit for bit, as
+    /// the differential tests compare).
+    #[test]
+    fn count_answers_as_jsonata_core() {
+        let json = |text: &str| crate::value::to_jvalue(&serde_json::from_str(text).unwrap());
+        let mut sequence = json("[1, 2]");
+        sequence.mark_sequence();
+        let values = [
+            JValue::Undefined,
+            JValue::Null,
+            JValue::Bool(false),
+            JValue::Number(0.0),
+            JValue::Number(-2.5),
+            JValue::string(""),
+            JValue::string("abc"),
+            json("{}"),
+            json("{\"a\": [1, 2]}"),
+            json("[]"),
+            json("[null]"),
+            json("[[1, 2], [3]]"),
+            json("[1, [2, 3], {\"a\": 1}]"),
+            sequence,
+        ];
+        let call = Expr::parse("$count($x)").unwrap();
+        for value in values {
+            let mut jsonata = Jsonata::new(
+                None,
+                Settings {
+                    bindings: vec![("x".to_string(), value.clone())],
+                    ..Settings::default()
+                },
+            );
+            let interpreted = jsonata.eval(&call, &JValue::Null).unwrap();
+            let fast = count(&value).expect("a JSON value");
+            assert!(
+                identical(&interpreted, &fast),
+                "{value:?}: {interpreted:?} {fast:?}"
+            );
+        }
     }
 }

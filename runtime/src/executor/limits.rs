@@ -13,7 +13,13 @@ use std::time::{Duration, Instant};
 
 impl Session<'_> {
     pub(super) fn past_deadline(&self) -> bool {
-        self.elapsed() >= Duration::from_millis(self.limits.max_execution_time_ms)
+        self.past_deadline_at(self.started.elapsed())
+    }
+
+    /// [`Session::past_deadline`] with the clock read at `since_start` (since `started`).
+    fn past_deadline_at(&self, since_start: Duration) -> bool {
+        since_start.saturating_sub(self.paused.get())
+            >= Duration::from_millis(self.limits.max_execution_time_ms)
     }
 
     /// The run's time so far, pauses in its debugger left out.
@@ -61,19 +67,20 @@ impl Session<'_> {
 }
 
 impl Run<'_> {
-    /// The limits and cancellation, looked at before each node.
-    pub(super) fn check_limits(&self) -> Result<(), RunError> {
+    /// The limits and cancellation, looked at before each node, the clock read at `now` (since
+    /// the run started).
+    pub(super) fn check_limits(&self, now: Duration) -> Result<(), RunError> {
         if let Some(limit) = self.session.node_limit() {
             return Err(self.between_nodes(limit));
         }
-        if self.session.past_deadline() {
+        if self.session.past_deadline_at(now) {
             return Err(self.between_nodes(self.session.time_limit()));
         }
         if self.session.env.cancel.is_cancelled() {
             return Err(self.between_nodes(cancelled()));
         }
         if let Some(attempt) = &self.attempt
-            && Instant::now() >= attempt.at
+            && self.session.started + now >= attempt.at
         {
             return Err(
                 self.between_nodes(Failure::new(FailureKind::Timeout, attempt.message.clone()))

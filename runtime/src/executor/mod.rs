@@ -298,16 +298,19 @@ impl<'a> Session<'a> {
 impl<'a> Run<'a> {
     async fn execute(&self) -> Result<JValue, RunError> {
         let mut current = self.tool.entry;
+        // One read of the clock between two nodes: the end of one is the start of the next.
+        let mut now = self.session.started.elapsed();
         loop {
-            self.check_limits()
+            self.check_limits(now)
                 .inspect_err(|error| run_ended(self.span.as_ref(), error))?;
             let node = self.tool.node(current);
             if self.callers.is_empty()
                 && let Some(debugger) = &self.session.env.debugger
             {
                 self.debug(debugger, node).await?;
+                now = self.session.started.elapsed();
             }
-            let node_start = self.session.started.elapsed();
+            let node_start = now;
             let span = self.span.as_ref().map(|parent| node_span(parent, node));
             self.node_span.replace(span.clone());
             let step = match &node.kind {
@@ -371,7 +374,7 @@ impl<'a> Run<'a> {
             }
             self.check_size(node, &output)
                 .inspect_err(|error| run_ended(span.as_ref(), error))?;
-            self.record(current, node, node_start, &output, attempts, failed);
+            now = self.record(current, node, node_start, &output, attempts, failed);
             if let Some(log) = &node.log {
                 self.log(node, log);
             }
@@ -448,7 +451,8 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// Appends the node's record to the history and reports it.
+    /// Appends the node's record to the history and reports it; the time it ended (since the
+    /// run started).
     fn record(
         &self,
         id: NodeId,
@@ -457,8 +461,9 @@ impl<'a> Run<'a> {
         output: &JValue,
         attempts: Option<u32>,
         failed: Option<FailureKind>,
-    ) {
-        let duration = self.session.started.elapsed() - start;
+    ) -> Duration {
+        let end = self.session.started.elapsed();
+        let duration = end - start;
         self.history.borrow_mut().push(
             &node.id,
             Record {
@@ -482,6 +487,7 @@ impl<'a> Run<'a> {
                 },
             );
         }
+        end
     }
 
     /// Where `place` of `node` is, for reports and the `self` calls made there.

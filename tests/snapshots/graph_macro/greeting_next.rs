@@ -140,12 +140,12 @@ mod __mcpg_native {
                     "greeting",
                     rt::concat(
                         &rt::concat(
-                            &rt::JValue::string("Good day, "),
+                            &rt::lit!("Good day, "),
                             &rt::unwrap(
                                 rt::fields(&context_1, &["entry", "name"], false)?,
                             ),
                         )?,
-                        &rt::JValue::string("."),
+                        &rt::lit!("."),
                     )?,
                 );
             object.finish()
@@ -168,12 +168,12 @@ mod __mcpg_native {
                     "greeting",
                     rt::concat(
                         &rt::concat(
-                            &rt::JValue::string("Hi "),
+                            &rt::lit!("Hi "),
                             &rt::unwrap(
                                 rt::fields(&context_1, &["entry", "name"], false)?,
                             ),
                         )?,
-                        &rt::JValue::string("!"),
+                        &rt::lit!("!"),
                     )?,
                 );
             object.finish()

@@ -1659,7 +1659,7 @@ mod __mcpg_native {
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
             let mut object = rt::Object::with_capacity(2usize);
-            object.pair("tool", rt::JValue::string("graph"));
+            object.pair("tool", rt::lit!("graph"));
             object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
             object.finish()
         })
@@ -1676,7 +1676,7 @@ mod __mcpg_native {
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
             let mut object = rt::Object::with_capacity(2usize);
-            object.pair("tool", rt::JValue::string("tools"));
+            object.pair("tool", rt::lit!("tools"));
             object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
             object.finish()
         })
@@ -1693,7 +1693,7 @@ mod __mcpg_native {
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
             let mut object = rt::Object::with_capacity(2usize);
-            object.pair("tool", rt::JValue::string("new"));
+            object.pair("tool", rt::lit!("new"));
             object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
             object.finish()
         })
@@ -1710,7 +1710,7 @@ mod __mcpg_native {
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
             let mut object = rt::Object::with_capacity(2usize);
-            object.pair("tool", rt::JValue::string("sumToN"));
+            object.pair("tool", rt::lit!("sumToN"));
             object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
             object.finish()
         })
@@ -1727,7 +1727,7 @@ mod __mcpg_native {
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
             let mut object = rt::Object::with_capacity(2usize);
-            object.pair("tool", rt::JValue::string("a-b"));
+            object.pair("tool", rt::lit!("a-b"));
             object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
             object.finish()
         })
@@ -1744,7 +1744,7 @@ mod __mcpg_native {
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
             let mut object = rt::Object::with_capacity(2usize);
-            object.pair("tool", rt::JValue::string("a_b"));
+            object.pair("tool", rt::lit!("a_b"));
             object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
             object.finish()
         })
@@ -1761,7 +1761,7 @@ mod __mcpg_native {
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
             let mut object = rt::Object::with_capacity(2usize);
-            object.pair("tool", rt::JValue::string("serve_stdio"));
+            object.pair("tool", rt::lit!("serve_stdio"));
             object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
             object.finish()
         })
@@ -1778,7 +1778,7 @@ mod __mcpg_native {
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
             let mut object = rt::Object::with_capacity(2usize);
-            object.pair("tool", rt::JValue::string("HTTPServer"));
+            object.pair("tool", rt::lit!("HTTPServer"));
             object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
             object.finish()
         })
@@ -1795,7 +1795,7 @@ mod __mcpg_native {
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
             let mut object = rt::Object::with_capacity(2usize);
-            object.pair("tool", rt::JValue::string("call_json"));
+            object.pair("tool", rt::lit!("call_json"));
             object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
             object.finish()
         })
@@ -1812,7 +1812,7 @@ mod __mcpg_native {
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
             let mut object = rt::Object::with_capacity(2usize);
-            object.pair("tool", rt::JValue::string("main"));
+            object.pair("tool", rt::lit!("main"));
             object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
             object.finish()
         })
@@ -1829,7 +1829,7 @@ mod __mcpg_native {
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
             let mut object = rt::Object::with_capacity(2usize);
-            object.pair("tool", rt::JValue::string("self"));
+            object.pair("tool", rt::lit!("self"));
             object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
             object.finish()
         })
@@ -1846,7 +1846,7 @@ mod __mcpg_native {
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
             let mut object = rt::Object::with_capacity(2usize);
-            object.pair("tool", rt::JValue::string("type"));
+            object.pair("tool", rt::lit!("type"));
             object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
             object.finish()
         })
@@ -1863,7 +1863,7 @@ mod __mcpg_native {
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
             let mut object = rt::Object::with_capacity(2usize);
-            object.pair("tool", rt::JValue::string("9lives"));
+            object.pair("tool", rt::lit!("9lives"));
             object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
             object.finish()
         })
@@ -1880,7 +1880,7 @@ mod __mcpg_native {
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
             let mut object = rt::Object::with_capacity(2usize);
-            object.pair("tool", rt::JValue::string("Graph"));
+            object.pair("tool", rt::lit!("Graph"));
             object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
             object.finish()
         })
@@ -1897,7 +1897,7 @@ mod __mcpg_native {
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
             let mut object = rt::Object::with_capacity(2usize);
-            object.pair("tool", rt::JValue::string("engine"));
+            object.pair("tool", rt::lit!("engine"));
             object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
             object.finish()
         })
@@ -1914,7 +1914,7 @@ mod __mcpg_native {
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
             let mut object = rt::Object::with_capacity(2usize);
-            object.pair("tool", rt::JValue::string("GRAPH"));
+            object.pair("tool", rt::lit!("GRAPH"));
             object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
             object.finish()
         })

@@ -128,7 +128,7 @@ mod __mcpg_native {
             if rt::truthy(
                 &rt::eq(
                     &{
-                        let args = [rt::JValue::string("increment_node")];
+                        let args = [rt::lit!("increment_node")];
                         rt::unwrap(host.call("executionCount", &args)?)
                     },
                     &rt::JValue::Number(0f64),
@@ -164,7 +164,7 @@ mod __mcpg_native {
                                             false,
                                             |item_2| ::std::result::Result::Ok({
                                                 let args = [
-                                                    rt::JValue::string("increment_node"),
+                                                    rt::lit!("increment_node"),
                                                     rt::negate(&rt::JValue::Number(1f64))?,
                                                 ];
                                                 rt::unwrap(host.call("nodeExecution", &args)?)
@@ -190,7 +190,7 @@ mod __mcpg_native {
                                                 false,
                                                 |item_3| ::std::result::Result::Ok({
                                                     let args = [
-                                                        rt::JValue::string("increment_node"),
+                                                        rt::lit!("increment_node"),
                                                         rt::negate(&rt::JValue::Number(1f64))?,
                                                     ];
                                                     rt::unwrap(host.call("nodeExecution", &args)?)
@@ -206,7 +206,7 @@ mod __mcpg_native {
                                                 false,
                                                 |item_4| ::std::result::Result::Ok({
                                                     let args = [
-                                                        rt::JValue::string("increment_node"),
+                                                        rt::lit!("increment_node"),
                                                         rt::negate(&rt::JValue::Number(1f64))?,
                                                     ];
                                                     rt::unwrap(host.call("nodeExecution", &args)?)

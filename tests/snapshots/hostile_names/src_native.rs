@@ -88,7 +88,7 @@ fn expr_0(
     ::std::result::Result::Ok({
         let context_1 = rt::object_context(data);
         let mut object = rt::Object::with_capacity(2usize);
-        object.pair("tool", rt::JValue::string("graph"));
+        object.pair("tool", rt::lit!("graph"));
         object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
         object.finish()
     })
@@ -105,7 +105,7 @@ fn expr_1(
     ::std::result::Result::Ok({
         let context_1 = rt::object_context(data);
         let mut object = rt::Object::with_capacity(2usize);
-        object.pair("tool", rt::JValue::string("tools"));
+        object.pair("tool", rt::lit!("tools"));
         object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
         object.finish()
     })
@@ -122,7 +122,7 @@ fn expr_2(
     ::std::result::Result::Ok({
         let context_1 = rt::object_context(data);
         let mut object = rt::Object::with_capacity(2usize);
-        object.pair("tool", rt::JValue::string("new"));
+        object.pair("tool", rt::lit!("new"));
         object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
         object.finish()
     })
@@ -139,7 +139,7 @@ fn expr_3(
     ::std::result::Result::Ok({
         let context_1 = rt::object_context(data);
         let mut object = rt::Object::with_capacity(2usize);
-        object.pair("tool", rt::JValue::string("sumToN"));
+        object.pair("tool", rt::lit!("sumToN"));
         object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
         object.finish()
     })
@@ -156,7 +156,7 @@ fn expr_4(
     ::std::result::Result::Ok({
         let context_1 = rt::object_context(data);
         let mut object = rt::Object::with_capacity(2usize);
-        object.pair("tool", rt::JValue::string("a-b"));
+        object.pair("tool", rt::lit!("a-b"));
         object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
         object.finish()
     })
@@ -173,7 +173,7 @@ fn expr_5(
     ::std::result::Result::Ok({
         let context_1 = rt::object_context(data);
         let mut object = rt::Object::with_capacity(2usize);
-        object.pair("tool", rt::JValue::string("a_b"));
+        object.pair("tool", rt::lit!("a_b"));
         object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
         object.finish()
     })
@@ -190,7 +190,7 @@ fn expr_6(
     ::std::result::Result::Ok({
         let context_1 = rt::object_context(data);
         let mut object = rt::Object::with_capacity(2usize);
-        object.pair("tool", rt::JValue::string("serve_stdio"));
+        object.pair("tool", rt::lit!("serve_stdio"));
         object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
         object.finish()
     })
@@ -207,7 +207,7 @@ fn expr_7(
     ::std::result::Result::Ok({
         let context_1 = rt::object_context(data);
         let mut object = rt::Object::with_capacity(2usize);
-        object.pair("tool", rt::JValue::string("HTTPServer"));
+        object.pair("tool", rt::lit!("HTTPServer"));
         object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
         object.finish()
     })
@@ -224,7 +224,7 @@ fn expr_8(
     ::std::result::Result::Ok({
         let context_1 = rt::object_context(data);
         let mut object = rt::Object::with_capacity(2usize);
-        object.pair("tool", rt::JValue::string("call_json"));
+        object.pair("tool", rt::lit!("call_json"));
         object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
         object.finish()
     })
@@ -241,7 +241,7 @@ fn expr_9(
     ::std::result::Result::Ok({
         let context_1 = rt::object_context(data);
         let mut object = rt::Object::with_capacity(2usize);
-        object.pair("tool", rt::JValue::string("main"));
+        object.pair("tool", rt::lit!("main"));
         object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
         object.finish()
     })
@@ -258,7 +258,7 @@ fn expr_10(
     ::std::result::Result::Ok({
         let context_1 = rt::object_context(data);
         let mut object = rt::Object::with_capacity(2usize);
-        object.pair("tool", rt::JValue::string("self"));
+        object.pair("tool", rt::lit!("self"));
         object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
         object.finish()
     })
@@ -275,7 +275,7 @@ fn expr_11(
     ::std::result::Result::Ok({
         let context_1 = rt::object_context(data);
         let mut object = rt::Object::with_capacity(2usize);
-        object.pair("tool", rt::JValue::string("type"));
+        object.pair("tool", rt::lit!("type"));
         object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
         object.finish()
     })
@@ -292,7 +292,7 @@ fn expr_12(
     ::std::result::Result::Ok({
         let context_1 = rt::object_context(data);
         let mut object = rt::Object::with_capacity(2usize);
-        object.pair("tool", rt::JValue::string("9lives"));
+        object.pair("tool", rt::lit!("9lives"));
         object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
         object.finish()
     })
@@ -309,7 +309,7 @@ fn expr_13(
     ::std::result::Result::Ok({
         let context_1 = rt::object_context(data);
         let mut object = rt::Object::with_capacity(2usize);
-        object.pair("tool", rt::JValue::string("Graph"));
+        object.pair("tool", rt::lit!("Graph"));
         object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
         object.finish()
     })
@@ -326,7 +326,7 @@ fn expr_14(
     ::std::result::Result::Ok({
         let context_1 = rt::object_context(data);
         let mut object = rt::Object::with_capacity(2usize);
-        object.pair("tool", rt::JValue::string("engine"));
+        object.pair("tool", rt::lit!("engine"));
         object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
         object.finish()
     })
@@ -343,7 +343,7 @@ fn expr_15(
     ::std::result::Result::Ok({
         let context_1 = rt::object_context(data);
         let mut object = rt::Object::with_capacity(2usize);
-        object.pair("tool", rt::JValue::string("GRAPH"));
+        object.pair("tool", rt::lit!("GRAPH"));
         object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
         object.finish()
     })

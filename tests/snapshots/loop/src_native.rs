@@ -52,7 +52,7 @@ fn expr_0(
         if rt::truthy(
             &rt::eq(
                 &{
-                    let args = [rt::JValue::string("increment_node")];
+                    let args = [rt::lit!("increment_node")];
                     rt::unwrap(host.call("executionCount", &args)?)
                 },
                 &rt::JValue::Number(0f64),
@@ -86,7 +86,7 @@ fn expr_0(
                                         false,
                                         |item_2| ::std::result::Result::Ok({
                                             let args = [
-                                                rt::JValue::string("increment_node"),
+                                                rt::lit!("increment_node"),
                                                 rt::negate(&rt::JValue::Number(1f64))?,
                                             ];
                                             rt::unwrap(host.call("nodeExecution", &args)?)
@@ -112,7 +112,7 @@ fn expr_0(
                                             false,
                                             |item_3| ::std::result::Result::Ok({
                                                 let args = [
-                                                    rt::JValue::string("increment_node"),
+                                                    rt::lit!("increment_node"),
                                                     rt::negate(&rt::JValue::Number(1f64))?,
                                                 ];
                                                 rt::unwrap(host.call("nodeExecution", &args)?)
@@ -128,7 +128,7 @@ fn expr_0(
                                             false,
                                             |item_4| ::std::result::Result::Ok({
                                                 let args = [
-                                                    rt::JValue::string("increment_node"),
+                                                    rt::lit!("increment_node"),
                                                     rt::negate(&rt::JValue::Number(1f64))?,
                                                 ];
                                                 rt::unwrap(host.call("nodeExecution", &args)?)
