@@ -91,8 +91,17 @@ impl History {
         self.records.push(record);
     }
 
+    /// The node named `name`. A tool's nodes are few, and comparing their names takes less
+    /// than hashing one (SipHash); the same answer, names being unique.
     fn node(&self, name: &str) -> Option<NodeId> {
-        self.names.get(name).copied()
+        if self.names.len() <= 16 {
+            self.names
+                .iter()
+                .find(|(id, _)| id.as_str() == name)
+                .map(|(_, node)| *node)
+        } else {
+            self.names.get(name).copied()
+        }
     }
 
     /// `$previousNode(k)`: the output `k` records back (1 = the previous one); null out of range.

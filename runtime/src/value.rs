@@ -76,6 +76,27 @@ pub fn json_size(value: &JValue, limit: u64) -> u64 {
         }
     }
     let mut total = own(value);
+    // A small array or object of scalars (most nodes' outputs): summed in place, in the order
+    // and up to the point the walk below would.
+    let scalar = |item: &JValue| !matches!(item, JValue::Array(_) | JValue::Object(_));
+    let sum = |mut total: u64, items: &mut dyn Iterator<Item = &JValue>| {
+        for item in items {
+            if total > limit {
+                break;
+            }
+            total += own(item);
+        }
+        total
+    };
+    match value {
+        JValue::Array(items) if items.len() <= 256 && items.iter().all(scalar) => {
+            return sum(total, &mut items.iter());
+        }
+        JValue::Object(map) if map.len() <= 256 && map.values().all(scalar) => {
+            return sum(total, &mut map.values());
+        }
+        _ => {}
+    }
     // Iterators, not items: a long array costs no stack space.
     type Pending<'a> = Vec<Box<dyn Iterator<Item = &'a JValue> + 'a>>;
     fn push<'a>(value: &'a JValue, pending: &mut Pending<'a>) {
@@ -208,6 +229,23 @@ fn write_js_json(value: &Value, out: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A container of scalars is sized as the walk over nested values sizes it: each item's
+    /// JSON length, stopping at the first item that takes the total past the limit.
+    #[test]
+    fn sizes_stop_past_the_limit_whether_nested_or_not() {
+        let long = "x".repeat(100);
+        let flat = to_jvalue(&serde_json::json!([long, long, 1]));
+        // 2 + 3 separators, then 103 per string, 8 per number.
+        assert_eq!(json_size(&flat, u64::MAX), 219);
+        assert_eq!(json_size(&flat, 150), 211);
+        let nested = to_jvalue(&serde_json::json!([[long], long, 1]));
+        // The inner array adds 2 + 1; the walk stops after the second string too.
+        assert_eq!(json_size(&nested, u64::MAX), 222);
+        assert_eq!(json_size(&nested, 150), 214);
+        let object = to_jvalue(&serde_json::json!({"a": "x".repeat(10), "bb": 2}));
+        assert_eq!(json_size(&object, u64::MAX), 2 + 5 + 6 + 13 + 8);
+    }
 
     #[test]
     fn numbers_are_written_as_javascript_writes_them() {
