@@ -450,12 +450,20 @@ fn router(
     let guarded: axum::Router<AppState> = if options.sessions {
         axum::Router::new().route_service(
             ENDPOINT,
-            StreamableHttpService::new(factory, Arc::new(LocalSessionManager::default()), config),
+            Shared(Arc::new(StreamableHttpService::new(
+                factory,
+                Arc::new(LocalSessionManager::default()),
+                config,
+            ))),
         )
     } else {
         axum::Router::new().route_service(
             ENDPOINT,
-            StreamableHttpService::new(factory, Arc::new(NeverSessionManager::default()), config),
+            Shared(Arc::new(StreamableHttpService::new(
+                factory,
+                Arc::new(NeverSessionManager::default()),
+                config,
+            ))),
         )
     };
     let guarded = guarded
@@ -854,6 +862,42 @@ fn same(given: &[u8], expected: &[u8]) -> bool {
         .zip(expected)
         .fold(0u8, |acc, (a, b)| acc | (a ^ b));
     std::hint::black_box(difference) == 0
+}
+
+/// rmcp's service as the endpoint's route holds it. axum clones a route's service for each
+/// request and rmcp's `call` clones it once more, and a clone of `StreamableHttpService` copies
+/// its config: the allowed hosts and origins, and a cancellation token, whose clone and drop
+/// lock a mutex that every worker contends for. Cloning an `Arc` does neither, and rmcp's
+/// `handle` takes `&self`.
+struct Shared<S, M>(Arc<StreamableHttpService<S, M>>);
+
+impl<S, M> Clone for Shared<S, M> {
+    fn clone(&self) -> Self {
+        Shared(self.0.clone())
+    }
+}
+
+impl<S, M> tower::Service<Request<Body>> for Shared<S, M>
+where
+    S: rmcp::ServerHandler + Send + 'static,
+    M: rmcp::transport::streamable_http_server::session::SessionManager,
+{
+    type Response = Response;
+    type Error = std::convert::Infallible;
+    type Future = futures::future::BoxFuture<'static, Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<Body>) -> Self::Future {
+        let service = self.0.clone();
+        // As axum's route does with any service's response.
+        Box::pin(async move { Ok(service.handle(request).await.into_response()) })
+    }
 }
 
 #[cfg(test)]
