@@ -78,9 +78,11 @@ impl History {
             // (JavaScript drops undefined members when the context object is read).
             if record.output.is_undefined() {
                 map.shift_remove(id);
-            } else if let Some(at) = map.get_index_of(id) {
+            } else if let Some(at) = index_of(map, id) {
                 // A node run before (every loop iteration): one lookup, no new key.
-                map.move_index(at, 0);
+                if at != 0 {
+                    map.move_index(at, 0);
+                }
                 if let Some((_, value)) = map.get_index_mut(0) {
                     *value = record.output.clone();
                 }
@@ -140,6 +142,16 @@ impl History {
                 .collect()
         });
         JValue::array(outputs)
+    }
+}
+
+/// Where `id` is in the context. A tool's nodes are few, and comparing their ids takes less
+/// than hashing one (SipHash); the same answer, keys being unique.
+fn index_of(map: &indexmap::IndexMap<String, JValue>, id: &str) -> Option<usize> {
+    if map.len() <= 16 {
+        map.keys().position(|key| key == id)
+    } else {
+        map.get_index_of(id)
     }
 }
 
