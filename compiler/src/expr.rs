@@ -11,6 +11,57 @@ use jsonata_core::value::JValue;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
+/// The built-ins compiled code calls with its evaluated arguments (through the runtime, which
+/// hands them to jsonata-core's own dispatch): the ones that take values only, never a function
+/// to call back, and give the same answer on every call.
+pub const VALUE_BUILTINS: &[&str] = &[
+    "abs",
+    "append",
+    "average",
+    "base64decode",
+    "base64encode",
+    "boolean",
+    "ceil",
+    "contains",
+    "count",
+    "decodeUrl",
+    "decodeUrlComponent",
+    "distinct",
+    "encodeUrl",
+    "encodeUrlComponent",
+    "floor",
+    "formatBase",
+    "formatInteger",
+    "formatNumber",
+    "join",
+    "keys",
+    "length",
+    "lookup",
+    "lowercase",
+    "max",
+    "merge",
+    "min",
+    "not",
+    "number",
+    "pad",
+    "parseInteger",
+    "power",
+    "reverse",
+    "round",
+    "split",
+    "spread",
+    "sqrt",
+    "string",
+    "substring",
+    "substringAfter",
+    "substringBefore",
+    "sum",
+    "trim",
+    "type",
+    "uppercase",
+    "zip",
+];
+
 /// The history functions the runtime registers with every evaluator (`runtime/src/history.rs`),
 /// in one list so that the compiler's analysis and the runtime cannot disagree on the names.
 pub const HISTORY_FUNCTIONS: &[&str] = &[

@@ -12,7 +12,7 @@
 //! A JSON Logic rule compiles when each of its graph-level vars did and it uses no iterator
 //! operator (`map`, `filter`, `reduce`, `all`, `some`, `none`), whose bodies read per-item data.
 
-use crate::expr::HISTORY_FUNCTIONS;
+use crate::expr::{HISTORY_FUNCTIONS, VALUE_BUILTINS};
 use crate::fuse::HOST_FUNCTIONS;
 use crate::ir::{Graph, NodeKind, Template};
 use crate::logic::{Op, Rule, rule_key};
@@ -283,57 +283,6 @@ const BUILTINS: &[&str] = &[
     "substringBefore",
     "sum",
     "toMillis",
-    "trim",
-    "type",
-    "uppercase",
-    "zip",
-];
-
-/// The built-ins compiled code calls with its evaluated arguments (through the runtime, which
-/// hands them to jsonata-core's own dispatch): the ones that take values only, never a function
-/// to call back, and give the same answer on every call.
-const VALUE_BUILTINS: &[&str] = &[
-    "abs",
-    "append",
-    "average",
-    "base64decode",
-    "base64encode",
-    "boolean",
-    "ceil",
-    "contains",
-    "count",
-    "decodeUrl",
-    "decodeUrlComponent",
-    "distinct",
-    "encodeUrl",
-    "encodeUrlComponent",
-    "floor",
-    "formatBase",
-    "formatInteger",
-    "formatNumber",
-    "join",
-    "keys",
-    "length",
-    "lookup",
-    "lowercase",
-    "max",
-    "merge",
-    "min",
-    "not",
-    "number",
-    "pad",
-    "parseInteger",
-    "power",
-    "reverse",
-    "round",
-    "split",
-    "spread",
-    "sqrt",
-    "string",
-    "substring",
-    "substringAfter",
-    "substringBefore",
-    "sum",
     "trim",
     "type",
     "uppercase",

@@ -166,6 +166,7 @@ impl NativeHost for Jsonata {
     /// call binds its arguments as variables of a fresh evaluator.
     fn builtin(&mut self, name: &str, args: Vec<JValue>, data: &JValue) -> HostFnResult {
         if let [arg] = args.as_slice()
+            && ONE_PARAMETER.contains(&name)
             && is_plain_dollar(arg)
         {
             let call = call_ast(name, None)?;
@@ -183,6 +184,43 @@ impl NativeHost for Jsonata {
         Evaluator::with_options(context, options(&self.settings)).evaluate(&call, data)
     }
 }
+
+/// The built-ins whose one argument always binds to their first parameter: those of one
+/// parameter, or whose later parameters are optional. The others (`$lookup("k")`,
+/// `$substring(1)`, `$power(2)`) may take their first argument from the context when given one
+/// (their signature's `-`), so `$name($)` over the argument would not be the same call.
+const ONE_PARAMETER: &[&str] = &[
+    "abs",
+    "average",
+    "base64decode",
+    "base64encode",
+    "boolean",
+    "ceil",
+    "decodeUrl",
+    "decodeUrlComponent",
+    "distinct",
+    "encodeUrl",
+    "encodeUrlComponent",
+    "floor",
+    "formatBase",
+    "keys",
+    "length",
+    "lowercase",
+    "max",
+    "merge",
+    "min",
+    "not",
+    "number",
+    "reverse",
+    "round",
+    "spread",
+    "sqrt",
+    "string",
+    "sum",
+    "trim",
+    "type",
+    "uppercase",
+];
 
 /// Whether `$` over `value` is `value` itself, as a bound variable would be: not an array the
 /// evaluator marks as its input (`$` gives it bare), nor an object shaped like its internal
@@ -595,6 +633,75 @@ mod tests {
         assert_eq!(js_message("custom failure"), "custom failure");
         assert_eq!(message("T2001: boom"), "boom");
         assert_eq!(error_code("Invalid syntax: T1006: x"), Some("T1006"));
+    }
+
+    /// Compiled code's call of a value built-in with one argument answers as the interpreter's
+    /// call does over the same data, for every such built-in, argument and data.
+    #[test]
+    fn one_argument_builtins_answer_as_the_interpreter() {
+        let json = |text: &str| crate::value::to_jvalue(&serde_json::from_str(text).unwrap());
+        let mut sequence = json("[[1, 2]]");
+        sequence.mark_sequence();
+        let mut input = json("[3, 1]");
+        input = input.into_outer_wrapper();
+        let values = [
+            JValue::Undefined,
+            JValue::Null,
+            JValue::Bool(true),
+            JValue::Number(2.5),
+            JValue::Number(-3.0),
+            JValue::string("k"),
+            JValue::string("aGk="),
+            json("{\"k\": 7, \"b\": [1]}"),
+            json("{\"@\": 1, \"__tuple__\": true}"),
+            json("[3, 1, 2]"),
+            json("[{\"a\": 1}, {\"b\": 2}]"),
+            json("[\"x\", \"y\"]"),
+            sequence,
+            input,
+        ];
+        let datas = [
+            json("{\"k\": 7, \"undefined\": 7}"),
+            JValue::string("context"),
+            JValue::Number(4.0),
+            json("[1, 2]"),
+            JValue::Null,
+        ];
+        let show = |result: &HostFnResult| match result {
+            Ok(value) => format!("{value:?}"),
+            Err(error) => format!("error {}", error.message()),
+        };
+        let mut compared = 0;
+        for name in mcpgraph_compiler::expr::VALUE_BUILTINS {
+            // jsonata-core's own call, not the fused one `Expr::parse` may make of it.
+            let call = jsonata_core::parser::parse(&format!("${name}($x)")).unwrap();
+            for value in &values {
+                for data in &datas {
+                    let settings = || Settings {
+                        bindings: vec![("x".to_string(), value.clone())],
+                        ..Settings::default()
+                    };
+                    let interpreted = Jsonata::new(None, settings())
+                        .interpreter()
+                        .evaluate(&call, data);
+                    let compiled =
+                        Jsonata::new(None, settings()).builtin(name, vec![value.clone()], data);
+                    let same = match (&interpreted, &compiled) {
+                        (Ok(a), Ok(b)) => crate::native::identical(a, b),
+                        (Err(a), Err(b)) => a.message() == b.message(),
+                        _ => false,
+                    };
+                    assert!(
+                        same,
+                        "${name}({value:?}) over {data:?}: interpreted {}, compiled {}",
+                        show(&interpreted),
+                        show(&compiled)
+                    );
+                    compared += 1;
+                }
+            }
+        }
+        assert!(compared > 3000, "{compared}");
     }
 
     /// The fused `$count($split(..))` answers as the unfused call does, errors included.

@@ -413,6 +413,22 @@ impl Array {
 pub fn count(value: &JValue) -> Option<JValue> {
     let n = match value {
         JValue::Undefined => 0,
+        // A sequence of one item is that item (jsonata-core unwraps the argument first).
+        JValue::Array(arr) if arr.sequence && !arr.keep_singleton && arr.len() == 1 => {
+            return count_item(&arr[0]);
+        }
+        JValue::Array(arr) => arr.len(),
+        JValue::Null | JValue::Bool(_) | JValue::Number(_) | JValue::String(_) => 1,
+        JValue::Object(_) => 1,
+        _ => return None,
+    };
+    Some(JValue::Number(n as f64))
+}
+
+/// [`count`] of a value already unwrapped.
+fn count_item(value: &JValue) -> Option<JValue> {
+    let n = match value {
+        JValue::Undefined => 0,
         JValue::Array(arr) => arr.len(),
         JValue::Null | JValue::Bool(_) | JValue::Number(_) | JValue::String(_) => 1,
         JValue::Object(_) => 1,
@@ -747,7 +763,10 @@ pub fn first_step(
     Ok(collect_step_results(values, false))
 }
 
-/// The field steps after a path's [`first_step`], each over the items of the step before.
+/// The field steps after a path's [`first_step`], each over the items of the step before. The
+/// value is right once unwrapped ([`unwrap`]), which is how generated code uses it: a value
+/// reached through objects alone comes back as it is, not as the one-item sequence the steps
+/// would make of it.
 pub fn fields_after(first: JValue, steps: &[&str]) -> Result<JValue, EvaluatorError> {
     // From object to object to a value that is not an array: that value, as the steps below
     // give it once unwrapped (which is all generated code does with it).
@@ -812,6 +831,10 @@ mod tests {
         let json = |text: &str| crate::value::to_jvalue(&serde_json::from_str(text).unwrap());
         let mut sequence = json("[1, 2]");
         sequence.mark_sequence();
+        let mut one = json("[[1, 2]]");
+        one.mark_sequence();
+        let mut scalar = json("[5]");
+        scalar.mark_sequence();
         let values = [
             JValue::Undefined,
             JValue::Null,
@@ -827,6 +850,8 @@ mod tests {
             json("[[1, 2], [3]]"),
             json("[1, [2, 3], {\"a\": 1}]"),
             sequence,
+            one,
+            scalar,
         ];
         let call = Expr::parse("$count($x)").unwrap();
         for value in values {

@@ -378,8 +378,14 @@ impl<'a> Run<'a> {
             if let Some(log) = &node.log {
                 self.log(node, log);
             }
+            let reported = span.is_some() || node.log.is_some() || self.session.reporting();
             if let Some(span) = span {
                 span.end();
+            }
+            if reported {
+                // The log, the report and the span took time after the node's end: not the
+                // next node's, and counted toward the limits looked at before it.
+                now = self.session.started.elapsed();
             }
             match (&node.kind, next) {
                 (NodeKind::Exit, _) => return Ok(output),
