@@ -411,22 +411,17 @@ impl Array {
 /// `None` for a function or a regex, which the caller hands to jsonata-core.
 #[inline]
 pub fn count(value: &JValue) -> Option<JValue> {
-    let n = match value {
-        JValue::Undefined => 0,
+    match value {
         // A sequence of one item is that item (jsonata-core unwraps the argument first).
         JValue::Array(arr) if arr.sequence && !arr.keep_singleton && arr.len() == 1 => {
-            return count_item(&arr[0]);
+            count_unwrapped(&arr[0])
         }
-        JValue::Array(arr) => arr.len(),
-        JValue::Null | JValue::Bool(_) | JValue::Number(_) | JValue::String(_) => 1,
-        JValue::Object(_) => 1,
-        _ => return None,
-    };
-    Some(JValue::Number(n as f64))
+        other => count_unwrapped(other),
+    }
 }
 
 /// [`count`] of a value already unwrapped.
-fn count_item(value: &JValue) -> Option<JValue> {
+fn count_unwrapped(value: &JValue) -> Option<JValue> {
     let n = match value {
         JValue::Undefined => 0,
         JValue::Array(arr) => arr.len(),
