@@ -161,9 +161,10 @@ impl NativeHost for Jsonata {
     }
 
     /// jsonata-core's own call of the built-in: the same checks, coercions and errors as when
-    /// the interpreter evaluates the call. A call of one argument evaluates `$name($)` over the
-    /// argument with one evaluator the run keeps (no bindings, no host functions); any other
-    /// call binds its arguments as variables of a fresh evaluator.
+    /// the interpreter evaluates the call. A call of one argument to a built-in of
+    /// [`ONE_PARAMETER`] evaluates `$name($)` over the argument with one evaluator the run keeps
+    /// (no bindings, no host functions); any other call binds its arguments as variables of a
+    /// fresh evaluator over the expression's data, which its signature may take an argument from.
     fn builtin(&mut self, name: &str, args: Vec<JValue>, data: &JValue) -> HostFnResult {
         if let [arg] = args.as_slice()
             && ONE_PARAMETER.contains(&name)
