@@ -452,22 +452,10 @@ pub fn fields(data: &JValue, steps: &[&str], from_dollar: bool) -> Result<JValue
     // Most paths go from object to object: walked here, by reference, and only their value
     // cloned. Any other step takes the whole walk below.
     if let JValue::Object(_) = data {
-        let mut value = data;
-        let mut objects = true;
-        for field in steps {
-            match value {
-                JValue::Object(obj) if !is_tuple_object(obj) => match get(obj, field) {
-                    Some(next) if !next.is_undefined() => value = next,
-                    _ => return Ok(JValue::Undefined),
-                },
-                _ => {
-                    objects = false;
-                    break;
-                }
-            }
-        }
-        if objects {
-            return Ok(value.clone());
+        match through_objects(steps, data) {
+            None => return Ok(JValue::Undefined),
+            Some((taken, value)) if taken == steps.len() => return Ok(value.clone()),
+            Some(_) => {}
         }
     }
     walk(data, steps, from_dollar)
@@ -479,8 +467,8 @@ fn walk(data: &JValue, steps: &[&str], from_dollar: bool) -> Result<JValue, Eval
     let (start, mut result) = if per_item {
         (0, JValue::Undefined)
     } else {
-        match walk_single_values(steps, data) {
-            Some(walked) => walked,
+        match through_objects(steps, data) {
+            Some((taken, value)) => (taken, value.clone()),
             None => return Ok(JValue::Undefined),
         }
     };
@@ -512,7 +500,7 @@ fn walk(data: &JValue, steps: &[&str], from_dollar: bool) -> Result<JValue, Eval
 
 /// The field steps a path takes from one object to the next, by reference: how many, and the
 /// value they reach (`None`: a step found nothing, so the path is undefined).
-fn walk_single_values(steps: &[&str], data: &JValue) -> Option<(usize, JValue)> {
+fn through_objects<'a>(steps: &[&str], data: &'a JValue) -> Option<(usize, &'a JValue)> {
     let mut value = data;
     let mut taken = 0;
     for field in steps {
@@ -525,7 +513,7 @@ fn walk_single_values(steps: &[&str], data: &JValue) -> Option<(usize, JValue)> 
             return None;
         }
     }
-    Some((taken, value.clone()))
+    Some((taken, value))
 }
 
 /// `obj[field]`. A graph's objects are small, and comparing a few keys takes less than hashing
@@ -765,24 +753,12 @@ pub fn first_step(
 pub fn fields_after(first: JValue, steps: &[&str]) -> Result<JValue, EvaluatorError> {
     // From object to object to a value that is not an array: that value, as the steps below
     // give it once unwrapped (which is all generated code does with it).
-    if let JValue::Object(_) = first {
-        let mut value = &first;
-        let mut objects = true;
-        for field in steps {
-            match value {
-                JValue::Object(obj) if !is_tuple_object(obj) => match get(obj, field) {
-                    Some(next) if !next.is_undefined() => value = next,
-                    _ => return Ok(JValue::Undefined),
-                },
-                _ => {
-                    objects = false;
-                    break;
-                }
-            }
-        }
-        if objects && !matches!(value, JValue::Array(_)) {
+    match through_objects(steps, &first) {
+        None => return Ok(JValue::Undefined),
+        Some((taken, value)) if taken == steps.len() && !matches!(value, JValue::Array(_)) => {
             return Ok(value.clone());
         }
+        Some(_) => {}
     }
     let mut result = first;
     for (index, field) in steps.iter().enumerate() {
