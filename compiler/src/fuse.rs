@@ -219,6 +219,19 @@ fn plain_step(step: &PathStep) -> bool {
         && step.ancestor_label.is_none()
 }
 
+/// The names the (rewritten) tree calls or refers to as `$name`: every function call by name
+/// and every variable, bound or free, anywhere in it.
+pub fn mentioned_names(ast: &AstNode) -> Vec<String> {
+    let mut ast = ast.clone();
+    let mut names = Vec::new();
+    visit(&mut ast, &mut |node| {
+        if let AstNode::Function { name, .. } | AstNode::Variable(name) = node {
+            names.push(name.clone());
+        }
+    });
+    names
+}
+
 /// Calls `f` on every node of the tree, parents first.
 fn visit(node: &mut AstNode, f: &mut dyn FnMut(&AstNode)) {
     f(node);

@@ -23,30 +23,8 @@ impl Graph {
     /// Every JSONata expression of the graph (transforms, arguments, map items, questions, the
     /// graph-level vars of switch rules), in source order, to be changed in place.
     pub fn for_each_expr_mut(&mut self, f: &mut dyn FnMut(&mut Expr)) {
-        for node in self.tools.iter_mut().flat_map(|t| t.nodes.iter_mut()) {
-            match &mut node.kind {
-                NodeKind::Entry | NodeKind::Exit => {}
-                NodeKind::Transform(expr) => f(expr),
-                NodeKind::Mcp(call) => call.args.for_each_expr_mut(f),
-                NodeKind::Switch { conditions } => {
-                    for rule in conditions.iter_mut().filter_map(|c| c.rule.as_mut()) {
-                        rule.for_each_var_mut(f);
-                    }
-                }
-                NodeKind::Map { items, call, .. } => {
-                    f(items);
-                    call.args.for_each_expr_mut(f);
-                }
-                NodeKind::Parallel { branches, .. } => {
-                    for branch in branches {
-                        branch.call.args.for_each_expr_mut(f);
-                    }
-                }
-                NodeKind::Ask { message, .. } => f(message),
-            }
-            if let Some(log) = &mut node.log {
-                f(&mut log.message);
-            }
+        for tool in &mut self.tools {
+            tool.for_each_expr_mut(f);
         }
     }
 
@@ -166,6 +144,35 @@ pub struct Tool {
 impl Tool {
     pub fn node(&self, id: NodeId) -> &Node {
         &self.nodes[id.index()]
+    }
+
+    /// Every JSONata expression of the tool, as [`Graph::for_each_expr_mut`] lists them.
+    pub fn for_each_expr_mut(&mut self, f: &mut dyn FnMut(&mut Expr)) {
+        for node in &mut self.nodes {
+            match &mut node.kind {
+                NodeKind::Entry | NodeKind::Exit => {}
+                NodeKind::Transform(expr) => f(expr),
+                NodeKind::Mcp(call) => call.args.for_each_expr_mut(f),
+                NodeKind::Switch { conditions } => {
+                    for rule in conditions.iter_mut().filter_map(|c| c.rule.as_mut()) {
+                        rule.for_each_var_mut(f);
+                    }
+                }
+                NodeKind::Map { items, call, .. } => {
+                    f(items);
+                    call.args.for_each_expr_mut(f);
+                }
+                NodeKind::Parallel { branches, .. } => {
+                    for branch in branches {
+                        branch.call.args.for_each_expr_mut(f);
+                    }
+                }
+                NodeKind::Ask { message, .. } => f(message),
+            }
+            if let Some(log) = &mut node.log {
+                f(&mut log.message);
+            }
+        }
     }
 }
 

@@ -155,23 +155,6 @@ fn index_of(map: &indexmap::IndexMap<String, JValue>, id: &str) -> Option<usize>
     }
 }
 
-/// A history function, as registered with an evaluator.
-pub type HostFunction = Box<dyn Fn(&[JValue]) -> Result<JValue, EvaluatorError>>;
-
-/// The names and implementations of the history functions, for registration with an evaluator.
-pub fn functions(history: &SharedHistory) -> Vec<(&'static str, HostFunction)> {
-    mcpgraph_compiler::expr::HISTORY_FUNCTIONS
-        .iter()
-        .map(|&name| {
-            let history = history.clone();
-            let function: HostFunction = Box::new(move |args: &[JValue]| {
-                call(&history, name, args).expect("a history function's name")
-            });
-            (name, function)
-        })
-        .collect()
-}
-
 /// The history function `name` over `history`, called with `args`; `None` for another name.
 pub fn call(
     history: &SharedHistory,

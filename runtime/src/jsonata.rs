@@ -7,11 +7,11 @@ use crate::value::json_size;
 use jsonata_core::ast::AstNode;
 use jsonata_core::evaluator::EvaluatorError;
 use jsonata_core::evaluator::{
-    CancelToken, Context, Evaluator, EvaluatorOptions, HostFnResult, error_code_prefix,
+    CancelToken, Context, Evaluator, EvaluatorOptions, HostFn, HostFnResult, error_code_prefix,
 };
 use jsonata_core::functions::string::build_regex;
 use jsonata_core::value::JValue;
-use mcpgraph_compiler::expr::NativeHost;
+use mcpgraph_compiler::expr::{HISTORY_FUNCTIONS, NativeHost};
 use mcpgraph_compiler::fuse::{
     CONCAT, COUNT_SPLIT, DISTINCT, JOIN_ARG, PAD_WIDTH, REPLACE_ARG, STRING_ARG,
 };
@@ -45,6 +45,64 @@ pub struct Settings {
     /// The largest value the size-checked built-ins may build (`maxValueBytes`); defaults to
     /// the graph file's default.
     pub max_value_bytes: Option<u64>,
+    /// The functions the runtime registers that the interpreter gets; by default all of them.
+    pub functions: Functions,
+}
+
+/// The functions the runtime registers with an interpreter: the fused built-ins
+/// ([`mcpgraph_compiler::fuse`]), then the history functions.
+const REGISTERED: [&str; 7 + HISTORY_FUNCTIONS.len()] = [
+    COUNT_SPLIT,
+    PAD_WIDTH,
+    STRING_ARG,
+    JOIN_ARG,
+    REPLACE_ARG,
+    CONCAT,
+    DISTINCT,
+    HISTORY_FUNCTIONS[0],
+    HISTORY_FUNCTIONS[1],
+    HISTORY_FUNCTIONS[2],
+    HISTORY_FUNCTIONS[3],
+];
+
+/// Which of the functions the runtime registers ([`REGISTERED`], one bit each) an interpreter
+/// gets. Each costs a boxed closure and a map entry when a run sets up its interpreter, and a
+/// tool's expressions use few of them: a run registers those they mention.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Functions(u16);
+
+impl Functions {
+    pub const ALL: Functions = Functions(u16::MAX);
+
+    /// The functions `exprs` call or refer to (`$f := $nodeExecution`), anywhere in them; all
+    /// of them when one calls `$eval`, whose text may call any.
+    pub fn mentioned_in<'a>(exprs: impl IntoIterator<Item = &'a Expr>) -> Functions {
+        let mut bits = 0u16;
+        for expr in exprs {
+            for name in mcpgraph_compiler::fuse::mentioned_names(&expr.ast) {
+                if name == "eval" {
+                    return Functions::ALL;
+                }
+                if let Some(i) = REGISTERED.iter().position(|r| *r == name) {
+                    bits |= 1 << i;
+                }
+            }
+        }
+        Functions(bits)
+    }
+
+    fn has(self, name: &str) -> bool {
+        REGISTERED
+            .iter()
+            .position(|r| *r == name)
+            .is_some_and(|i| self.0 & (1 << i) != 0)
+    }
+}
+
+impl Default for Functions {
+    fn default() -> Functions {
+        Functions::ALL
+    }
 }
 
 /// A failed evaluation.
@@ -298,25 +356,65 @@ fn interpreter(history: Option<&SharedHistory>, settings: &Settings) -> Evaluato
         context.bind(name.clone(), value.clone());
     }
     let mut evaluator = Evaluator::with_options(context, options);
-    // Not built-ins' names, so registration cannot fail.
-    let _ = evaluator.register_fn(COUNT_SPLIT, count_split);
+    let wanted = settings.functions;
     let cap = settings.max_value_bytes.unwrap_or(DEFAULT_MAX_VALUE_BYTES);
-    let _ = evaluator.register_fn(PAD_WIDTH, move |args: &[JValue]| pad_width(args, cap));
-    let _ = evaluator.register_fn(STRING_ARG, move |args: &[JValue]| string_arg(args, cap));
-    let _ = evaluator.register_fn(JOIN_ARG, move |args: &[JValue]| join_arg(args, cap));
-    let _ = evaluator.register_fn(REPLACE_ARG, move |args: &[JValue]| replace_arg(args, cap));
-    let _ = evaluator.register_fn(CONCAT, move |args: &[JValue]| concat(args, cap));
-    let stop = settings.cancel.clone();
-    let _ = evaluator.register_fn(DISTINCT, move |args: &[JValue]| {
-        distinct(args, stop.as_ref())
+    register(&mut evaluator, wanted, COUNT_SPLIT, count_split);
+    register(
+        &mut evaluator,
+        wanted,
+        PAD_WIDTH,
+        move |args: &[JValue]| pad_width(args, cap),
+    );
+    register(
+        &mut evaluator,
+        wanted,
+        STRING_ARG,
+        move |args: &[JValue]| string_arg(args, cap),
+    );
+    register(
+        &mut evaluator,
+        wanted,
+        JOIN_ARG,
+        move |args: &[JValue]| join_arg(args, cap),
+    );
+    register(
+        &mut evaluator,
+        wanted,
+        REPLACE_ARG,
+        move |args: &[JValue]| replace_arg(args, cap),
+    );
+    register(&mut evaluator, wanted, CONCAT, move |args: &[JValue]| {
+        concat(args, cap)
     });
+    let stop = settings.cancel.clone();
+    register(
+        &mut evaluator,
+        wanted,
+        DISTINCT,
+        move |args: &[JValue]| distinct(args, stop.as_ref()),
+    );
     if let Some(history) = history {
-        for (name, function) in history::functions(history) {
-            // The names are ours and not built-ins, so registration cannot fail.
-            let _ = evaluator.register_fn(name, move |args: &[JValue]| function(args));
+        for &name in HISTORY_FUNCTIONS {
+            let history = history.clone();
+            register(&mut evaluator, wanted, name, move |args: &[JValue]| {
+                history::call(&history, name, args).expect("a history function's name")
+            });
         }
     }
     evaluator
+}
+
+/// Registers host function `name` when `wanted` has it. Our names are not built-ins', so
+/// registration cannot fail.
+fn register(
+    evaluator: &mut Evaluator,
+    wanted: Functions,
+    name: &'static str,
+    function: impl HostFn + 'static,
+) {
+    if wanted.has(name) {
+        let _ = evaluator.register_fn(name, function);
+    }
 }
 
 /// `$count($split(x, separator))` as fused by [`mcpgraph_compiler::fuse`]: for a string, the
@@ -703,6 +801,59 @@ mod tests {
             }
         }
         assert!(compared > 3000, "{compared}");
+    }
+
+    /// A run's interpreter gets the registered functions its tool's expressions mention, by
+    /// call or by reference, and all of them when one calls `$eval`; the ones it gets answer.
+    #[test]
+    fn an_interpreter_gets_the_registered_functions_its_expressions_mention() {
+        let mentioned = |sources: &[&str]| {
+            let exprs: Vec<Expr> = sources.iter().map(|s| Expr::parse(s).unwrap()).collect();
+            Functions::mentioned_in(&exprs)
+        };
+        let loop_step = mentioned(&[
+            r#"$executionCount("n") = 0 ? 1 : $nodeExecution("n", -1).c + 1"#,
+            "$.entry.items",
+        ]);
+        assert!(loop_step.has("executionCount") && loop_step.has("nodeExecution"));
+        assert!(!loop_step.has("previousNode") && !loop_step.has("nodeExecutions"));
+        assert!(!loop_step.has(COUNT_SPLIT) && !loop_step.has(DISTINCT));
+        // A reference, a fused call, a function inside a lambda.
+        let other = mentioned(&[
+            "($f := $previousNode; $f())",
+            r#"$count($split(s, ","))"#,
+            "function($x) { $nodeExecutions($x) }",
+        ]);
+        assert!(other.has("previousNode") && other.has("nodeExecutions"));
+        assert!(other.has(COUNT_SPLIT) && !other.has("nodeExecution"));
+        assert_eq!(mentioned(&["{ \"a\": $.entry.a }"]), Functions(0));
+        // `$eval` may call any of them from text built at run time.
+        assert_eq!(mentioned(&[r#"$eval("$previousNode()")"#]), Functions::ALL);
+        assert_eq!(Functions::default(), Functions::ALL);
+
+        // What the interpreter gets is what answers: the history functions mentioned do, one
+        // not mentioned is not there.
+        let names = std::sync::Arc::new(std::collections::HashMap::from([(
+            "n".to_string(),
+            mcpgraph_compiler::ir::NodeId(0),
+        )]));
+        let history = std::rc::Rc::new(std::cell::RefCell::new(crate::history::History::new(
+            names, 1,
+        )));
+        let settings = Settings {
+            functions: loop_step,
+            ..Settings::default()
+        };
+        let mut jsonata = Jsonata::new(Some(&history), settings);
+        let count = Expr::parse(r#"$executionCount("n")"#).unwrap();
+        assert_eq!(
+            jsonata.eval(&count, &JValue::Null).unwrap(),
+            JValue::Number(0.0)
+        );
+        let previous = Expr::parse("$previousNode()").unwrap();
+        assert!(jsonata.eval(&previous, &JValue::Null).is_err());
+        let mut every = Jsonata::new(Some(&history), Settings::default());
+        assert_eq!(every.eval(&previous, &JValue::Null).unwrap(), JValue::Null);
     }
 
     /// The fused `$count($split(..))` answers as the unfused call does, errors included.

@@ -1,5 +1,6 @@
 //! A checked graph made ready to serve: shared by every call (`Send + Sync`), built once.
 
+use crate::jsonata::Functions;
 use mcpgraph_compiler::Graph;
 use mcpgraph_compiler::ir::{NodeId, Tool};
 use serde_json::Value;
@@ -33,6 +34,9 @@ pub struct PreparedTool {
     pub reports_info: bool,
     /// What `tools/list` shows: the schemas exactly as written.
     pub advertised: rmcp::model::Tool,
+    /// The functions the runtime registers that the tool's expressions mention: all its runs'
+    /// interpreters get (jsonata.rs).
+    pub functions: Functions,
 }
 
 impl Program {
@@ -56,8 +60,12 @@ impl Program {
                 advertised.output_schema = Some(object(schema));
             }
             by_name.entry(tool.name.clone()).or_insert(i);
+            let mut ir = tool.clone();
+            let mut exprs = Vec::new();
+            ir.for_each_expr_mut(&mut |expr| exprs.push(expr.clone()));
             tools.push(PreparedTool {
-                ir: tool.clone(),
+                functions: Functions::mentioned_in(&exprs),
+                ir,
                 names: Arc::new(names),
                 validators: OnceLock::new(),
                 pure: tool.nodes.iter().all(|n| !n.kind.awaits()),

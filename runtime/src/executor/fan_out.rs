@@ -53,7 +53,11 @@ impl<'a> Run<'a> {
                 ];
                 // Each item evaluates its args with `$item` and `$index` bound, over the
                 // history as it stood when the map started.
-                let jsonata = RefCell::new(self.session.evaluator(&self.history, bindings));
+                let jsonata = RefCell::new(self.session.evaluator(
+                    &self.history,
+                    bindings,
+                    self.functions,
+                ));
                 let site = self.site(node, Place::Item(index));
                 let outcome = self
                     .session

@@ -33,7 +33,7 @@ use crate::cancel::Cancel;
 use crate::downstream::Downstream;
 use crate::failure::{Failure, FailureKind, RunError};
 use crate::history::{History, Record, SharedHistory};
-use crate::jsonata::{EvalError, Jsonata, Settings};
+use crate::jsonata::{EvalError, Functions, Jsonata, Settings};
 use crate::program::Program;
 use crate::telemetry::Span;
 use crate::value::to_jvalue;
@@ -183,6 +183,8 @@ struct Session<'a> {
 struct Run<'a> {
     session: &'a Session<'a>,
     tool: &'a Tool,
+    /// The registered functions its interpreters get (those its expressions mention).
+    functions: Functions,
     history: SharedHistory,
     jsonata: RefCell<Jsonata>,
     arguments: JValue,
@@ -265,10 +267,11 @@ impl<'a> Session<'a> {
             prepared.names.clone(),
             prepared.ir.nodes.len(),
         )));
-        let jsonata = self.evaluator(&history, Vec::new());
+        let jsonata = self.evaluator(&history, Vec::new(), prepared.functions);
         Run {
             session: self,
             tool: &prepared.ir,
+            functions: prepared.functions,
             history,
             jsonata: RefCell::new(jsonata),
             arguments,
@@ -280,8 +283,14 @@ impl<'a> Session<'a> {
         }
     }
 
-    /// An evaluator over `history`, with `bindings` (a map item's `$item` and `$index`).
-    fn evaluator(&self, history: &SharedHistory, bindings: Vec<(String, JValue)>) -> Jsonata {
+    /// An evaluator over `history`, with `bindings` (a map item's `$item` and `$index`) and the
+    /// registered `functions` the tool's expressions mention.
+    fn evaluator(
+        &self,
+        history: &SharedHistory,
+        bindings: Vec<(String, JValue)>,
+        functions: Functions,
+    ) -> Jsonata {
         Jsonata::new(
             Some(history),
             Settings {
@@ -289,6 +298,7 @@ impl<'a> Session<'a> {
                 cancel: Some(self.evaluation_cancel.clone()),
                 max_value_bytes: Some(self.limits.max_value_bytes),
                 bindings,
+                functions,
                 ..Settings::default()
             },
         )
@@ -318,25 +328,24 @@ impl<'a> Run<'a> {
                 NodeKind::Exit => Ok((self.exit(), None, None)),
                 NodeKind::Transform(expr) => self.transform(node, expr),
                 NodeKind::Switch { conditions } => self.switch(node, conditions),
-                NodeKind::Mcp(call) => self.mcp(node, call).await,
+                // The nodes that wait, boxed: their futures take kilobytes, which a run of
+                // nodes that never wait would otherwise carry (and copy) too.
+                NodeKind::Mcp(call) => Box::pin(self.mcp(node, call)).await,
                 NodeKind::Map {
                     items,
                     call,
                     concurrency,
                     on_item_error,
-                } => {
-                    self.map(node, items, call, *concurrency, *on_item_error)
-                        .await
-                }
+                } => Box::pin(self.map(node, items, call, *concurrency, *on_item_error)).await,
                 NodeKind::Parallel {
                     branches,
                     on_item_error,
-                } => self.parallel(node, branches, *on_item_error).await,
+                } => Box::pin(self.parallel(node, branches, *on_item_error)).await,
                 NodeKind::Ask {
                     message,
                     schema,
                     timeout_ms,
-                } => self.ask(node, message, schema, *timeout_ms).await,
+                } => Box::pin(self.ask(node, message, schema, *timeout_ms)).await,
             };
             let (output, next, attempts, failed) = match step {
                 Ok((output, next, attempts)) => (output, next, attempts, None),
