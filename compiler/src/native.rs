@@ -204,11 +204,16 @@ pub fn function_item(name: &proc_macro2::Ident, doc: &[String], body: TokenStrea
 
 /// The body of one expression's function, or why it cannot be compiled.
 pub fn function(ast: &AstNode) -> Result<TokenStream, Unsupported> {
-    let mut emitter = Emitter { contexts: 0 };
+    let mut emitter = Emitter {
+        contexts: 0,
+        calls: Vec::new(),
+    };
     let data = format_ident!("data");
     let value = emitter.node(ast, &quote!(#data))?;
     let rt = rt();
+    let calls = (0..emitter.calls.len()).map(|i| format_ident!("call_{i}"));
     Ok(quote! {
+        #(let #calls = ::std::cell::OnceCell::<#rt::JValue>::new();)*
         let #data = &#rt::input(input);
         ::std::result::Result::Ok(#value)
     })
@@ -217,6 +222,9 @@ pub fn function(ast: &AstNode) -> Result<TokenStream, Unsupported> {
 struct Emitter {
     /// How many object constructors have named their context so far (for unique names).
     contexts: usize,
+    /// The history calls with literal arguments met so far, by their text: each is made once
+    /// per evaluation and its value kept in `call_{index}` (see [`Emitter::history_call`]).
+    calls: Vec<String>,
 }
 
 /// JSONata's built-in functions: a variable of such a name (unless bound) is the function
@@ -393,6 +401,15 @@ impl Emitter {
                 args,
                 is_builtin: true,
             } if HISTORY_FUNCTIONS.contains(&name.as_str())
+                && args.iter().all(|arg| literal(arg).is_some()) =>
+            {
+                self.history_call(name, args, data)?
+            }
+            AstNode::Function {
+                name,
+                args,
+                is_builtin: true,
+            } if HISTORY_FUNCTIONS.contains(&name.as_str())
                 || HOST_FUNCTIONS.contains(&name.as_str()) =>
             {
                 let mut values = Vec::with_capacity(args.len());
@@ -538,6 +555,44 @@ impl Emitter {
         })
     }
 
+    /// A history function called with literal arguments (`$nodeExecution("n", -1)`), as a loop
+    /// step calls it several times. The history does not change while an expression evaluates
+    /// and the call reads nothing else, so every such call gives what the first gave: it is
+    /// made where the expression first needs it, and its value kept in `call_{index}` for the
+    /// others (`rt::once`). A call that fails ends the evaluation there, as the interpreter's
+    /// first would.
+    fn history_call(
+        &mut self,
+        name: &str,
+        args: &[AstNode],
+        data: &TokenStream,
+    ) -> Result<TokenStream, Unsupported> {
+        let rt = rt();
+        let text = format!(
+            "{name}({})",
+            args.iter()
+                .filter_map(literal)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let index = match self.calls.iter().position(|call| *call == text) {
+            Some(index) => index,
+            None => {
+                self.calls.push(text);
+                self.calls.len() - 1
+            }
+        };
+        let cell = format_ident!("call_{index}");
+        let mut values = Vec::with_capacity(args.len());
+        for arg in args {
+            values.push(self.node(arg, data)?);
+        }
+        Ok(quote!(#rt::once(&#cell, || {
+            let args = [#(#values),*];
+            host.call(#name, &args)
+        })?))
+    }
+
     fn path(&mut self, steps: &[PathStep], data: &TokenStream) -> Result<TokenStream, Unsupported> {
         let rt = rt();
         for step in steps {
@@ -630,6 +685,23 @@ impl Emitter {
             #(#inserts)*
             object.finish()
         }})
+    }
+}
+
+/// A literal argument's text (a string, a number, a negated number), by which two calls are
+/// told the same; `None` for anything else.
+fn literal(node: &AstNode) -> Option<String> {
+    match node {
+        AstNode::String(s) => Some(format!("{s:?}")),
+        AstNode::Number(n) => Some(format!("{:?}", n.to_bits())),
+        AstNode::Unary {
+            op: UnaryOp::Negate,
+            operand,
+        } => match &**operand {
+            AstNode::Number(n) => Some(format!("-{:?}", n.to_bits())),
+            _ => None,
+        },
+        _ => None,
     }
 }
 

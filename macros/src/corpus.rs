@@ -285,6 +285,13 @@ const CATALOGUE: &[&str] = &[
     "$previousNode().a",
     r#"$nodeExecutions("n1")"#,
     r#"$nodeExecutions("n1").a"#,
+    // The same history call made more than once (compiled code makes it once), and calls that
+    // fail on their literal arguments.
+    r#"($nodeExecution("n1", -1).a + $nodeExecution("n1", -1).a)"#,
+    r#"[$nodeExecution("n1", 5), $nodeExecution("n1", 5), $nodeExecution("n2", -1)]"#,
+    r#"($executionCount("n1") = 2 ? $nodeExecution("n1", 0) : $nodeExecution("n1", 0).list)"#,
+    r#"$nodeExecution("n1", "x")"#,
+    r#"($nodeExecution("n1", 0).a & $executionCount(1))"#,
     // Built-in functions.
     "$string(a)",
     "$length(s)",

@@ -108,6 +108,21 @@ pub fn unwrap(value: JValue) -> JValue {
     value.unwrap_sequence()
 }
 
+/// A call whose every evaluation in one expression gives the same (a history function with
+/// literal arguments): made the first time, its value kept in `cell` for the others.
+#[inline]
+pub fn once(
+    cell: &std::cell::OnceCell<JValue>,
+    call: impl FnOnce() -> Result<JValue, Error>,
+) -> Result<JValue, Error> {
+    if let Some(value) = cell.get() {
+        return Ok(value.clone());
+    }
+    let value = unwrap(call()?);
+    let _ = cell.set(value.clone());
+    Ok(value)
+}
+
 /// `$` alone: the current data without the outer wrapper.
 #[inline]
 pub fn dollar(data: &JValue) -> JValue {

@@ -47,14 +47,19 @@ fn expr_0(
     host: &mut dyn rt::NativeHost,
     input: &rt::JValue,
 ) -> ::std::result::Result<rt::JValue, rt::Error> {
+    let call_0 = ::std::cell::OnceCell::<rt::JValue>::new();
+    let call_1 = ::std::cell::OnceCell::<rt::JValue>::new();
     let data = &rt::input(input);
     ::std::result::Result::Ok(
         if rt::truthy(
             &rt::eq(
-                &{
-                    let args = [rt::lit!("increment_node")];
-                    rt::unwrap(host.call("executionCount", &args)?)
-                },
+                &rt::once(
+                    &call_0,
+                    || {
+                        let args = [rt::lit!("increment_node")];
+                        host.call("executionCount", &args)
+                    },
+                )?,
                 &rt::JValue::Number(0f64),
             ),
         ) {
@@ -84,13 +89,18 @@ fn expr_0(
                                     rt::first_step(
                                         &context_2,
                                         false,
-                                        |item_2| ::std::result::Result::Ok({
-                                            let args = [
-                                                rt::lit!("increment_node"),
-                                                rt::negate(&rt::JValue::Number(1f64))?,
-                                            ];
-                                            rt::unwrap(host.call("nodeExecution", &args)?)
-                                        }),
+                                        |item_2| ::std::result::Result::Ok(
+                                            rt::once(
+                                                &call_1,
+                                                || {
+                                                    let args = [
+                                                        rt::lit!("increment_node"),
+                                                        rt::negate(&rt::JValue::Number(1f64))?,
+                                                    ];
+                                                    host.call("nodeExecution", &args)
+                                                },
+                                            )?,
+                                        ),
                                     )?,
                                     &["counter"],
                                 )?,
@@ -110,13 +120,18 @@ fn expr_0(
                                         rt::first_step(
                                             &context_2,
                                             false,
-                                            |item_3| ::std::result::Result::Ok({
-                                                let args = [
-                                                    rt::lit!("increment_node"),
-                                                    rt::negate(&rt::JValue::Number(1f64))?,
-                                                ];
-                                                rt::unwrap(host.call("nodeExecution", &args)?)
-                                            }),
+                                            |item_3| ::std::result::Result::Ok(
+                                                rt::once(
+                                                    &call_1,
+                                                    || {
+                                                        let args = [
+                                                            rt::lit!("increment_node"),
+                                                            rt::negate(&rt::JValue::Number(1f64))?,
+                                                        ];
+                                                        host.call("nodeExecution", &args)
+                                                    },
+                                                )?,
+                                            ),
                                         )?,
                                         &["sum"],
                                     )?,
@@ -126,13 +141,18 @@ fn expr_0(
                                         rt::first_step(
                                             &context_2,
                                             false,
-                                            |item_4| ::std::result::Result::Ok({
-                                                let args = [
-                                                    rt::lit!("increment_node"),
-                                                    rt::negate(&rt::JValue::Number(1f64))?,
-                                                ];
-                                                rt::unwrap(host.call("nodeExecution", &args)?)
-                                            }),
+                                            |item_4| ::std::result::Result::Ok(
+                                                rt::once(
+                                                    &call_1,
+                                                    || {
+                                                        let args = [
+                                                            rt::lit!("increment_node"),
+                                                            rt::negate(&rt::JValue::Number(1f64))?,
+                                                        ];
+                                                        host.call("nodeExecution", &args)
+                                                    },
+                                                )?,
+                                            ),
                                         )?,
                                         &["counter"],
                                     )?,
