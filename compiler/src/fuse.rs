@@ -219,13 +219,14 @@ fn plain_step(step: &PathStep) -> bool {
         && step.ancestor_label.is_none()
 }
 
-/// The names the (rewritten) tree calls or refers to as `$name`: every function call by name
-/// and every variable, bound or free, anywhere in it.
+/// The names the (rewritten) tree calls, refers to as `$name` or has as a field: every function
+/// call by name, every variable (bound or free) and every field name, anywhere in it.
 pub fn mentioned_names(ast: &AstNode) -> Vec<String> {
     let mut ast = ast.clone();
     let mut names = Vec::new();
     visit(&mut ast, &mut |node| {
-        if let AstNode::Function { name, .. } | AstNode::Variable(name) = node {
+        if let AstNode::Function { name, .. } | AstNode::Variable(name) | AstNode::Name(name) = node
+        {
             names.push(name.clone());
         }
     });

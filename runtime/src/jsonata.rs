@@ -13,7 +13,7 @@ use jsonata_core::functions::string::build_regex;
 use jsonata_core::value::JValue;
 use mcpgraph_compiler::expr::{HISTORY_FUNCTIONS, NativeHost};
 use mcpgraph_compiler::fuse::{
-    CONCAT, COUNT_SPLIT, DISTINCT, JOIN_ARG, PAD_WIDTH, REPLACE_ARG, STRING_ARG,
+    CONCAT, COUNT_SPLIT, DISTINCT, HOST_FUNCTIONS, JOIN_ARG, PAD_WIDTH, REPLACE_ARG, STRING_ARG,
 };
 use mcpgraph_compiler::ir::{DEFAULT_MAX_VALUE_BYTES, Expr};
 
@@ -49,24 +49,9 @@ pub struct Settings {
     pub functions: Functions,
 }
 
-/// The functions the runtime registers with an interpreter: the fused built-ins
-/// ([`mcpgraph_compiler::fuse`]), then the history functions.
-const REGISTERED: [&str; 7 + HISTORY_FUNCTIONS.len()] = [
-    COUNT_SPLIT,
-    PAD_WIDTH,
-    STRING_ARG,
-    JOIN_ARG,
-    REPLACE_ARG,
-    CONCAT,
-    DISTINCT,
-    HISTORY_FUNCTIONS[0],
-    HISTORY_FUNCTIONS[1],
-    HISTORY_FUNCTIONS[2],
-    HISTORY_FUNCTIONS[3],
-];
-
-/// Which of the functions the runtime registers ([`REGISTERED`], one bit each) an interpreter
-/// gets. Each costs a boxed closure and a map entry when a run sets up its interpreter, and a
+/// Which of the functions the runtime registers (the fused built-ins of
+/// [`mcpgraph_compiler::fuse::HOST_FUNCTIONS`], then [`HISTORY_FUNCTIONS`], one bit each) an
+/// interpreter gets. Each costs a boxed closure and a map entry when a run sets up its interpreter, and a
 /// tool's expressions use few of them: a run registers those they mention.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Functions(u16);
@@ -74,8 +59,10 @@ pub struct Functions(u16);
 impl Functions {
     pub const ALL: Functions = Functions(u16::MAX);
 
-    /// The functions `exprs` call or refer to (`$f := $nodeExecution`), anywhere in them; all
-    /// of them when one calls `$eval`, whose text may call any.
+    /// The functions `exprs` call or refer to (`$f := $nodeExecution`), or name as a field
+    /// (jsonata-core's error for `previousNode()` suggests `$previousNode` when it is
+    /// registered), anywhere in them; all of them when one calls `$eval`, whose text may call
+    /// any.
     pub fn mentioned_in<'a>(exprs: impl IntoIterator<Item = &'a Expr>) -> Functions {
         let mut bits = 0u16;
         for expr in exprs {
@@ -83,8 +70,8 @@ impl Functions {
                 if name == "eval" {
                     return Functions::ALL;
                 }
-                if let Some(i) = REGISTERED.iter().position(|r| *r == name) {
-                    bits |= 1 << i;
+                if let Some(bit) = bit(&name) {
+                    bits |= 1 << bit;
                 }
             }
         }
@@ -92,11 +79,20 @@ impl Functions {
     }
 
     fn has(self, name: &str) -> bool {
-        REGISTERED
-            .iter()
-            .position(|r| *r == name)
-            .is_some_and(|i| self.0 & (1 << i) != 0)
+        bit(name).is_some_and(|bit| self.0 & (1 << bit) != 0)
     }
+}
+
+const _: () = assert!(HOST_FUNCTIONS.len() + HISTORY_FUNCTIONS.len() <= 16);
+
+/// The bit of registered function `name` in [`Functions`].
+fn bit(name: &str) -> Option<usize> {
+    HOST_FUNCTIONS.iter().position(|f| *f == name).or_else(|| {
+        HISTORY_FUNCTIONS
+            .iter()
+            .position(|f| *f == name)
+            .map(|i| HOST_FUNCTIONS.len() + i)
+    })
 }
 
 impl Default for Functions {
@@ -854,6 +850,22 @@ mod tests {
         assert!(jsonata.eval(&previous, &JValue::Null).is_err());
         let mut every = Jsonata::new(Some(&history), Settings::default());
         assert_eq!(every.eval(&previous, &JValue::Null).unwrap(), JValue::Null);
+
+        // A history function's name called as a field: jsonata-core's error names the function
+        // when it is registered, so the name as a field registers it too.
+        let named = Expr::parse("previousNode[0]()").unwrap();
+        let functions = Functions::mentioned_in([&named]);
+        assert!(functions.has("previousNode"));
+        let mut only = Jsonata::new(
+            Some(&history),
+            Settings {
+                functions,
+                ..Settings::default()
+            },
+        );
+        let error = only.eval(&named, &JValue::Null).unwrap_err();
+        assert_eq!(error, every.eval(&named, &JValue::Null).unwrap_err());
+        assert!(error.message.contains("$previousNode"), "{error}");
     }
 
     /// The fused `$count($split(..))` answers as the unfused call does, errors included.
