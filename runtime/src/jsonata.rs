@@ -7,7 +7,7 @@ use crate::value::json_size;
 use jsonata_core::ast::AstNode;
 use jsonata_core::evaluator::EvaluatorError;
 use jsonata_core::evaluator::{
-    CancelToken, Context, Evaluator, EvaluatorOptions, HostFn, HostFnResult, error_code_prefix,
+    CancelToken, Context, Evaluator, EvaluatorOptions, HostFnResult, error_code_prefix,
 };
 use jsonata_core::functions::string::build_regex;
 use jsonata_core::value::JValue;
@@ -352,65 +352,35 @@ fn interpreter(history: Option<&SharedHistory>, settings: &Settings) -> Evaluato
         context.bind(name.clone(), value.clone());
     }
     let mut evaluator = Evaluator::with_options(context, options);
-    let wanted = settings.functions;
+    // The functions the tool's expressions mention (`settings.functions`); our names are not
+    // built-ins', so registration cannot fail.
+    macro_rules! register {
+        ($name:expr, $function:expr) => {
+            if settings.functions.has($name) {
+                let _ = evaluator.register_fn($name, $function);
+            }
+        };
+    }
     let cap = settings.max_value_bytes.unwrap_or(DEFAULT_MAX_VALUE_BYTES);
-    register(&mut evaluator, wanted, COUNT_SPLIT, count_split);
-    register(
-        &mut evaluator,
-        wanted,
-        PAD_WIDTH,
-        move |args: &[JValue]| pad_width(args, cap),
-    );
-    register(
-        &mut evaluator,
-        wanted,
-        STRING_ARG,
-        move |args: &[JValue]| string_arg(args, cap),
-    );
-    register(
-        &mut evaluator,
-        wanted,
-        JOIN_ARG,
-        move |args: &[JValue]| join_arg(args, cap),
-    );
-    register(
-        &mut evaluator,
-        wanted,
-        REPLACE_ARG,
-        move |args: &[JValue]| replace_arg(args, cap),
-    );
-    register(&mut evaluator, wanted, CONCAT, move |args: &[JValue]| {
-        concat(args, cap)
-    });
+    register!(COUNT_SPLIT, count_split);
+    register!(PAD_WIDTH, move |args: &[JValue]| pad_width(args, cap));
+    register!(STRING_ARG, move |args: &[JValue]| string_arg(args, cap));
+    register!(JOIN_ARG, move |args: &[JValue]| join_arg(args, cap));
+    register!(REPLACE_ARG, move |args: &[JValue]| replace_arg(args, cap));
+    register!(CONCAT, move |args: &[JValue]| concat(args, cap));
     let stop = settings.cancel.clone();
-    register(
-        &mut evaluator,
-        wanted,
-        DISTINCT,
-        move |args: &[JValue]| distinct(args, stop.as_ref()),
-    );
+    register!(DISTINCT, move |args: &[JValue]| {
+        distinct(args, stop.as_ref())
+    });
     if let Some(history) = history {
         for &name in HISTORY_FUNCTIONS {
             let history = history.clone();
-            register(&mut evaluator, wanted, name, move |args: &[JValue]| {
+            register!(name, move |args: &[JValue]| {
                 history::call(&history, name, args).expect("a history function's name")
             });
         }
     }
     evaluator
-}
-
-/// Registers host function `name` when `wanted` has it. Our names are not built-ins', so
-/// registration cannot fail.
-fn register(
-    evaluator: &mut Evaluator,
-    wanted: Functions,
-    name: &'static str,
-    function: impl HostFn + 'static,
-) {
-    if wanted.has(name) {
-        let _ = evaluator.register_fn(name, function);
-    }
 }
 
 /// `$count($split(x, separator))` as fused by [`mcpgraph_compiler::fuse`]: for a string, the
