@@ -62,7 +62,8 @@ pub fn main(graph: PathBuf, mcp: Option<PathBuf>) -> ExitCode {
 
 async fn serve(graph: PathBuf, mcp: Option<PathBuf>) -> Result<(), String> {
     let toolkit = server::Toolkit::new(graph, mcp);
-    let transport = LineTransport::<RoleServer, _, _>::new(tokio::io::stdin(), tokio::io::stdout());
+    let (stdio, input, output) = mcpgraph_runtime::stdio::Stdio::open();
+    let transport = LineTransport::<RoleServer, _, _>::new(input, output);
     let service = toolkit
         .clone()
         .serve(transport)
@@ -76,5 +77,6 @@ async fn serve(graph: PathBuf, mcp: Option<PathBuf>) -> Result<(), String> {
         () = mcpgraph_runtime::shutdown_signal() => token.cancel(),
     }
     let _ = tokio::time::timeout(SHUTDOWN_LIMIT, toolkit.shutdown()).await;
+    drop(stdio);
     Ok(())
 }

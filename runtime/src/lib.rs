@@ -31,6 +31,7 @@ mod program;
 mod serve;
 mod server;
 mod standalone;
+pub mod stdio;
 mod telemetry;
 mod trace_context;
 mod value;

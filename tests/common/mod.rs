@@ -271,16 +271,21 @@ impl Mcp {
 
     /// Waits for the process to exit; `None` when it is still running after `limit`.
     pub fn wait_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
-        let deadline = Instant::now() + limit;
-        loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return Some(status);
-            }
-            if Instant::now() >= deadline {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        wait_child(&mut self.child, limit)
+    }
+}
+
+/// Waits for `child` to exit; `None` when it is still running after `limit`.
+pub fn wait_child(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
         }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

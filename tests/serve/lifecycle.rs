@@ -443,3 +443,111 @@ fn the_callers_trace_context_reaches_every_downstream_request() {
     }
     let _ = std::fs::remove_file(&log);
 }
+
+/// The three messages of a session that calls the pure tool `steps` once.
+fn steps_session() -> String {
+    [
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "mcpgraph-tests", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "steps", "arguments": {}}}),
+    ]
+    .iter()
+    .map(|m| format!("{m}\n"))
+    .collect()
+}
+
+/// Reads lines until the answer to request 1, which must be `steps`'s.
+fn steps_answer(out: impl std::io::Read) {
+    use std::io::BufRead;
+    for line in std::io::BufReader::new(out).lines() {
+        let message: serde_json::Value =
+            serde_json::from_str(&line.expect("a line")).expect("JSON");
+        if message["id"] == 1 {
+            assert_eq!(structured(&message), &json!({"n": 3}), "{message}");
+            return;
+        }
+    }
+    panic!("the server closed stdout before answering");
+}
+
+/// Whether the open file behind `fd` is in non-blocking mode (its `flags` in fdinfo, octal).
+fn nonblocking(fd: &impl std::os::fd::AsRawFd) -> bool {
+    let info =
+        std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd())).expect("fdinfo");
+    let flags = info
+        .lines()
+        .find_map(|l| l.strip_prefix("flags:"))
+        .and_then(|f| u32::from_str_radix(f.trim(), 8).ok())
+        .expect("flags in fdinfo");
+    flags & 0o4000 != 0
+}
+
+/// What clients give a server as stdin and stdout: pipes (Python's subprocess, Rust), a Unix
+/// socket (Node's child_process), a file (a shell's redirection). Each serves; a pipe and a
+/// socket are polled in non-blocking mode while the server runs (runtime/src/stdio.rs), and the
+/// mode it found is put back when it exits, for whoever shares the open file.
+#[test]
+fn stdio_as_pipes_a_socket_or_a_file_serves_and_leaves_the_mode_it_found() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let args = ["serve", &graph()];
+    let timeout = Duration::from_secs(10);
+
+    // Pipes, one end shared with this process.
+    let (read, mut write) = std::io::pipe().expect("a pipe");
+    let shared = read.try_clone().expect("a second descriptor");
+    let mut child = Command::new(common::mcpgraph())
+        .args(args)
+        .stdin(read)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("mcpgraph starts");
+    write.write_all(steps_session().as_bytes()).expect("write");
+    let mut out = child.stdout.take().expect("stdout");
+    steps_answer(&mut out);
+    assert!(nonblocking(&shared), "stdin, a pipe, is polled");
+    drop(write);
+    let status = common::wait_child(&mut child, timeout).expect("exits at stdin EOF");
+    assert!(status.success(), "{status}");
+    assert!(!nonblocking(&shared), "stdin is blocking again after exit");
+    drop(out);
+
+    // One Unix socket for both, as Node gives.
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair().expect("a socket pair");
+    let shared = theirs.try_clone().expect("a second descriptor");
+    let mut child = Command::new(common::mcpgraph())
+        .args(args)
+        .stdin(std::os::fd::OwnedFd::from(theirs.try_clone().expect("dup")))
+        .stdout(std::os::fd::OwnedFd::from(theirs))
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("mcpgraph starts");
+    (&ours)
+        .write_all(steps_session().as_bytes())
+        .expect("write");
+    steps_answer(&ours);
+    assert!(nonblocking(&shared), "the socket is polled");
+    ours.shutdown(std::net::Shutdown::Write).expect("shutdown");
+    let status = common::wait_child(&mut child, timeout).expect("exits at stdin EOF");
+    assert!(status.success(), "{status}");
+    assert!(
+        !nonblocking(&shared),
+        "the socket is blocking again after exit"
+    );
+
+    // A file: read as before, through tokio's blocking reads.
+    let file = std::env::temp_dir().join(format!("mcpgraph-session-{}.jsonl", std::process::id()));
+    std::fs::write(&file, steps_session()).expect("write the session");
+    let mut child = Command::new(common::mcpgraph())
+        .args(args)
+        .stdin(std::fs::File::open(&file).expect("open"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("mcpgraph starts");
+    steps_answer(child.stdout.take().expect("stdout"));
+    let status = common::wait_child(&mut child, timeout).expect("exits at the file's end");
+    assert!(status.success(), "{status}");
+    let _ = std::fs::remove_file(file);
+}
