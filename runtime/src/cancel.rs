@@ -20,6 +20,12 @@ impl Cancel {
         self.shutdown.is_cancelled() || self.call.is_cancelled()
     }
 
+    /// Whether the server is shutting down: an atomic load, where [`Cancel::is_cancelled`]
+    /// locks the call's token too (tokio-util's tree node is a mutex).
+    pub fn shutting_down(&self) -> bool {
+        self.shutdown.is_cancelled()
+    }
+
     /// Completes when either token is cancelled.
     pub async fn cancelled(&self) {
         tokio::select! {

@@ -38,8 +38,17 @@ pub type SharedHistory = Rc<RefCell<History>>;
 
 impl History {
     pub fn new(names: Arc<HashMap<String, NodeId>>, node_count: usize) -> Self {
+        History::with_capacity(names, node_count, 0)
+    }
+
+    /// A history with room for `records` records.
+    pub fn with_capacity(
+        names: Arc<HashMap<String, NodeId>>,
+        node_count: usize,
+        records: usize,
+    ) -> Self {
         History {
-            records: Vec::new(),
+            records: Vec::with_capacity(records),
             per_node: vec![Vec::new(); node_count],
             context: JValue::object(Default::default()),
             names,

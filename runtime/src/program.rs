@@ -5,6 +5,7 @@ use mcpgraph_compiler::Graph;
 use mcpgraph_compiler::ir::{NodeId, Tool};
 use serde_json::Value;
 use std::collections::HashMap;
+use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, OnceLock};
 
 pub struct Program {
@@ -37,7 +38,14 @@ pub struct PreparedTool {
     /// The functions the runtime registers that the tool's expressions mention: all its runs'
     /// interpreters get (jsonata.rs).
     pub functions: Functions,
+    /// How many records the tool's last run kept (at most [`HISTORY_HINT_MAX`]): the next
+    /// run's history starts with room for as many. A loop's history otherwise grows by
+    /// doubling, each step a copy and, past a kilobyte, a sweep of glibc's fast bins.
+    pub history_hint: AtomicUsize,
 }
+
+/// The most records a history is made room for before its run needs them (74 KB).
+pub const HISTORY_HINT_MAX: usize = 1024;
 
 impl Program {
     /// Prepares a checked graph. Validators are compiled on each tool's first call.
@@ -75,6 +83,7 @@ impl Program {
                     .iter()
                     .any(|n| n.on_error.is_some() || n.kind.awaits()),
                 advertised,
+                history_hint: AtomicUsize::new(0),
             });
         }
         Program {

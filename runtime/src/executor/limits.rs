@@ -11,6 +11,10 @@ use jsonata_core::value::JValue;
 use mcpgraph_compiler::ir::Node;
 use std::time::{Duration, Instant};
 
+/// Every how many nodes of a call its cancellation token is read for certain (see
+/// [`Session::cancelled_between_nodes`]).
+const CANCEL_EVERY: u64 = 16;
+
 impl Session<'_> {
     pub(super) fn past_deadline(&self) -> bool {
         self.past_deadline_at(self.started.elapsed())
@@ -20,6 +24,24 @@ impl Session<'_> {
     fn past_deadline_at(&self, since_start: Duration) -> bool {
         since_start.saturating_sub(self.paused.get())
             >= Duration::from_millis(self.limits.max_execution_time_ms)
+    }
+
+    /// Whether the call was cancelled or the server is shutting down, looked at before each
+    /// node. The shutdown flag is an atomic, read every time. The call's token is a mutex
+    /// (tokio-util's tree node), 3 % of a compiled loop's time when locked before every node:
+    /// it is read before every [`CANCEL_EVERY`]th node of the call, and as soon as the watchdog,
+    /// which looks at it every 10 ms, has tripped the evaluations' token (an atomic). A run
+    /// cancelled between nodes so stops within 16 nodes or 10 ms, whichever comes first; one
+    /// not watched (no watchdog thread) reads the token every time.
+    pub(super) fn cancelled_between_nodes(&self) -> bool {
+        let cancel = &self.env.cancel;
+        if cancel.shutting_down() {
+            return true;
+        }
+        let look = !self.watched
+            || self.executed.get().is_multiple_of(CANCEL_EVERY)
+            || self.evaluation_cancel.is_cancelled();
+        look && cancel.is_cancelled()
     }
 
     /// The run's time so far, pauses in its debugger left out.
@@ -76,7 +98,7 @@ impl Run<'_> {
         if self.session.past_deadline_at(now) {
             return Err(self.between_nodes(self.session.time_limit()));
         }
-        if self.session.env.cancel.is_cancelled() {
+        if self.session.cancelled_between_nodes() {
             return Err(self.between_nodes(cancelled()));
         }
         if let Some(attempt) = &self.attempt

@@ -34,7 +34,7 @@ use crate::downstream::Downstream;
 use crate::failure::{Failure, FailureKind, RunError};
 use crate::history::{History, Record, SharedHistory};
 use crate::jsonata::{EvalError, Functions, Jsonata, Settings};
-use crate::program::Program;
+use crate::program::{HISTORY_HINT_MAX, Program};
 use crate::telemetry::Span;
 use crate::value::to_jvalue;
 use crate::watchdog;
@@ -50,6 +50,7 @@ use serde_json::{Map, Value};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use tokio::runtime::Handle;
 
@@ -201,6 +202,9 @@ struct Run<'a> {
     span: Option<Span>,
     /// The span of the node running now (nodes of a run run one at a time).
     node_span: RefCell<Option<Span>>,
+    /// The ids of the tool's nodes as values, made when a switch first outputs each (a loop's
+    /// switch outputs the same id every iteration): see [`Run::node_name`].
+    node_names: RefCell<Vec<JValue>>,
 }
 
 /// Runs tool `tool` of `program` with `args`; the result is the exit node's output.
@@ -256,16 +260,22 @@ impl<'a> Session<'a> {
             let mut run = self.start(tool, arguments, callers);
             run.attempt = attempt;
             run.span = span;
-            run.execute().await
+            let result = run.execute().await;
+            let kept = run.history.borrow().len().min(HISTORY_HINT_MAX);
+            self.program.tools[tool]
+                .history_hint
+                .store(kept, Ordering::Relaxed);
+            result
         }
         .boxed_local()
     }
 
     fn start(&'a self, tool: usize, arguments: JValue, callers: Vec<Frame>) -> Run<'a> {
         let prepared = &self.program.tools[tool];
-        let history: SharedHistory = Rc::new(RefCell::new(History::new(
+        let history: SharedHistory = Rc::new(RefCell::new(History::with_capacity(
             prepared.names.clone(),
             prepared.ir.nodes.len(),
+            prepared.history_hint.load(Ordering::Relaxed),
         )));
         let jsonata = self.evaluator(&history, Vec::new(), prepared.functions);
         Run {
@@ -280,6 +290,7 @@ impl<'a> Session<'a> {
             attempt: None,
             span: None,
             node_span: RefCell::new(None),
+            node_names: RefCell::new(Vec::new()),
         }
     }
 
@@ -511,6 +522,23 @@ impl<'a> Run<'a> {
             callers: &self.callers,
             node: &node.id,
             place,
+        }
+    }
+
+    /// Node `id`'s id as a value (a switch's output), made once per run.
+    fn node_name(&self, id: NodeId) -> JValue {
+        let mut names = self.node_names.borrow_mut();
+        if names.is_empty() {
+            names.resize(self.tool.nodes.len(), JValue::Undefined);
+        }
+        match names.get_mut(id.index()) {
+            Some(name) => {
+                if name.is_undefined() {
+                    *name = JValue::string(self.tool.node(id).id.as_str());
+                }
+                name.clone()
+            }
+            None => JValue::string(self.tool.node(id).id.as_str()),
         }
     }
 

@@ -59,19 +59,11 @@ impl Run<'_> {
             };
             if matched {
                 let target = condition.target;
-                return Ok((
-                    JValue::string(self.tool.node(target).id.as_str()),
-                    Some(target),
-                    None,
-                ));
+                return Ok((self.node_name(target), Some(target), None));
             }
         }
         match node.next {
-            Some(default) => Ok((
-                JValue::string(self.tool.node(default).id.as_str()),
-                Some(default),
-                None,
-            )),
+            Some(default) => Ok((self.node_name(default), Some(default), None)),
             None => Err(Failure::new(
                 FailureKind::Route,
                 format!(
