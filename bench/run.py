@@ -394,7 +394,8 @@ def main():
     ap.add_argument("--cold-native", action="store_true",
                     help="also time one `build --native` with a cold cache (a fresh MCPGRAPH_CACHE_DIR in target/bench: minutes)")
     ap.add_argument("--before", help="with --only debugger: an mcpgraph binary built without the debugging surface; "
-                                     "with --only http or traces: an mcpgraph binary built before a change, served beside this one")
+                                     "with --only http or traces: an mcpgraph binary built before a change, served beside this one; "
+                                     "without --only: one whose `serve` is measured in the stdio rows beside this build's (its own table)")
     a = ap.parse_args()
     if a.only == "debugger":
         sys.dont_write_bytecode = True
@@ -439,6 +440,8 @@ def main():
         log(f"transform tool, cold start and 1000 calls: {name}")
         r[("transform", name)] = driver_bench(TRANSFORM, cmd, "echo_value", {"value": "hello"}, 100 if q else 1000, cold_extra=3 if q else 12)
     loops = {"original": original, "serve": serve, "stub": built("loop"), "native": built("loop-native")}
+    if a.before:
+        servers["before"] = loops["before"] = [os.path.abspath(a.before), "serve", "{yaml}"]
     for n, calls in ((100, {"original": 5 if q else 30, "ours": 50 if q else 300}), (900, {"original": 2 if q else 5, "ours": 20 if q else 100})):
         for name, cmd in loops.items():
             log(f"sum_to_n n={n}: {name}")
@@ -500,6 +503,21 @@ def main():
     lines.append(row("50 concurrent calls (a 43-node loop each): calls/s, wrong or failed answers",
                      *(f"{tput(name):.0f}/s, {conc[name][1]} wrong" for name in ("original", "serve", "stub", "native")), "",
                      ratio(tput("stub"), tput("original")), versus(tput("stub"), tput("native")), versus(tput("serve"), tput("native"))))
+    if a.before:
+        lines.append("")
+        lines.append(f"`mcpgraph serve` of this build against the build before (`{os.path.basename(a.before)}`), "
+                     f"served the same way in the same run; before ÷ this above 1× means this build answers sooner or holds less:")
+        lines.append("")
+        lines.append("| measurement | this build | the build before | before ÷ this |")
+        lines.append("|---|---:|---:|---:|")
+        for key, field, label in (("transform", "latency_median_ms_median", f"transform tool, p50 of {100 if q else 1000} sequential calls"),
+                                  ("transform", "latency_p99_ms_median", f"transform tool, p99 of {100 if q else 1000} sequential calls"),
+                                  ("loop100", "latency_median_ms_median", "`sum_to_n` n=100, time per call (median)"),
+                                  ("loop900", "latency_median_ms_median", "`sum_to_n` n=900, time per call (median)"),
+                                  ("transform", "rss_after_kib_median", f"resident memory after {100 if q else 1000} calls")):
+            this, then = med(key, "serve", field), med(key, "before", field)
+            cell = (lambda v: f"{v / 1024:.1f} MiB") if field.startswith("rss") else (lambda v: f"{v:.3f} ms")
+            lines.append(row(label, cell(this), cell(then), versus(then, this)))
     lines.append("")
     lines.append(build_block(build_fig))
     lines.append("")
