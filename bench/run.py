@@ -435,13 +435,16 @@ def main():
     # "stub" and "native" are the two builds of one graph; "small" is `--small` (a native build).
     servers = {"original": original, "serve": serve, "stub": built("transform"), "native": built("transform-native"),
                "floor": floor, "small": built("transform-small")}
+    before = [os.path.abspath(a.before), "serve", "{yaml}"] if a.before else None
+    if before:
+        servers["before"] = before
     r = {}
     for name, cmd in servers.items():
         log(f"transform tool, cold start and 1000 calls: {name}")
         r[("transform", name)] = driver_bench(TRANSFORM, cmd, "echo_value", {"value": "hello"}, 100 if q else 1000, cold_extra=3 if q else 12)
     loops = {"original": original, "serve": serve, "stub": built("loop"), "native": built("loop-native")}
-    if a.before:
-        servers["before"] = loops["before"] = [os.path.abspath(a.before), "serve", "{yaml}"]
+    if before:
+        loops["before"] = before
     for n, calls in ((100, {"original": 5 if q else 30, "ours": 50 if q else 300}), (900, {"original": 2 if q else 5, "ours": 20 if q else 100})):
         for name, cmd in loops.items():
             log(f"sum_to_n n={n}: {name}")
