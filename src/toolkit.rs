@@ -62,7 +62,7 @@ pub fn main(graph: PathBuf, mcp: Option<PathBuf>) -> ExitCode {
 
 async fn serve(graph: PathBuf, mcp: Option<PathBuf>) -> Result<(), String> {
     let toolkit = server::Toolkit::new(graph, mcp);
-    let (stdio, input, output) = mcpgraph_runtime::stdio::Stdio::open();
+    let (input, output) = mcpgraph_runtime::stdio::open();
     let transport = LineTransport::<RoleServer, _, _>::new(input, output);
     let service = toolkit
         .clone()
@@ -77,6 +77,5 @@ async fn serve(graph: PathBuf, mcp: Option<PathBuf>) -> Result<(), String> {
         () = mcpgraph_runtime::shutdown_signal() => token.cancel(),
     }
     let _ = tokio::time::timeout(SHUTDOWN_LIMIT, toolkit.shutdown()).await;
-    drop(stdio);
     Ok(())
 }

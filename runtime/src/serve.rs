@@ -208,7 +208,7 @@ fn exit_code(outcome: Result<(), ServeError>) -> ExitCode {
 /// Serves over stdin/stdout until stdin closes or a signal arrives, then stops every run and
 /// closes the downstream servers (at most [`SHUTDOWN_LIMIT`]).
 pub async fn serve_stdio(server: GraphServer) -> Result<(), ServeError> {
-    let (stdio, input, output) = crate::stdio::Stdio::open();
+    let (input, output) = crate::stdio::open();
     let transport = LineTransport::<rmcp::RoleServer, _, _>::new(input, output);
     let service = server
         .clone()
@@ -229,8 +229,6 @@ pub async fn serve_stdio(server: GraphServer) -> Result<(), ServeError> {
     let _ = tokio::time::timeout(SHUTDOWN_LIMIT, server.shutdown()).await;
     // The spans still held go to the collector (telemetry.rs).
     crate::telemetry::flush().await;
-    // stdin and stdout as they were, for whoever shares them after this process.
-    drop(stdio);
     Ok(())
 }
 

@@ -456,12 +456,14 @@ fn steps_session() -> String {
     .collect()
 }
 
-/// Reads lines until the answer to request 1, which must be `steps`'s.
+/// Reads lines until the answer to request 1, which must be `steps`'s (lines that are not JSON,
+/// stderr's when it shares the pipe, are passed over).
 fn steps_answer(out: impl std::io::Read) {
     use std::io::BufRead;
     for line in std::io::BufReader::new(out).lines() {
-        let message: serde_json::Value =
-            serde_json::from_str(&line.expect("a line")).expect("JSON");
+        let Ok(message) = serde_json::from_str::<serde_json::Value>(&line.expect("a line")) else {
+            continue;
+        };
         if message["id"] == 1 {
             assert_eq!(structured(&message), &json!({"n": 3}), "{message}");
             return;
@@ -482,72 +484,110 @@ fn nonblocking(fd: &impl std::os::fd::AsRawFd) -> bool {
     flags & 0o4000 != 0
 }
 
+/// Starts `mcpgraph serve` of the lifecycle graph on the given stdio.
+fn serve_on(
+    stdin: impl Into<std::process::Stdio>,
+    stdout: impl Into<std::process::Stdio>,
+    stderr: impl Into<std::process::Stdio>,
+) -> std::process::Child {
+    std::process::Command::new(common::mcpgraph())
+        .args(["serve", &graph()])
+        .stdin(stdin)
+        .stdout(stdout)
+        .stderr(stderr)
+        .spawn()
+        .expect("mcpgraph starts")
+}
+
+/// Waits for a clean exit.
+fn exits_cleanly(mut child: std::process::Child) {
+    match common::wait_child(&mut child, Duration::from_secs(10)) {
+        Some(status) => assert!(status.success(), "{status}"),
+        None => {
+            let _ = child.kill();
+            panic!("the server did not exit within 10 s of stdin EOF");
+        }
+    }
+}
+
 /// What clients give a server as stdin and stdout: pipes (Python's subprocess, Rust), a Unix
-/// socket (Node's child_process), a file (a shell's redirection). Each serves; a pipe and a
-/// socket are polled in non-blocking mode while the server runs (runtime/src/stdio.rs), and the
-/// mode it found is put back when it exits, for whoever shares the open file.
+/// socket for each (Node's child_process), a file (a shell's redirection). Each serves; pipes and
+/// sockets are polled in non-blocking mode while the server runs (runtime/src/stdio.rs), and the
+/// mode they had is put back when it exits, for whoever shares the open file. A stdout that is
+/// also stderr (`2>&1`) stays blocking: stderr's writes block.
 #[test]
-fn stdio_as_pipes_a_socket_or_a_file_serves_and_leaves_the_mode_it_found() {
+fn stdio_as_pipes_sockets_or_a_file_serves_and_leaves_the_mode_it_found() {
     use std::io::Write;
-    use std::process::{Command, Stdio};
-    let args = ["serve", &graph()];
-    let timeout = Duration::from_secs(10);
+    use std::os::fd::OwnedFd;
+    use std::os::unix::net::UnixStream;
+    use std::process::Stdio;
 
-    // Pipes, one end shared with this process.
-    let (read, mut write) = std::io::pipe().expect("a pipe");
-    let shared = read.try_clone().expect("a second descriptor");
-    let mut child = Command::new(common::mcpgraph())
-        .args(args)
-        .stdin(read)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("mcpgraph starts");
-    write.write_all(steps_session().as_bytes()).expect("write");
-    let mut out = child.stdout.take().expect("stdout");
-    steps_answer(&mut out);
-    assert!(nonblocking(&shared), "stdin, a pipe, is polled");
-    drop(write);
-    let status = common::wait_child(&mut child, timeout).expect("exits at stdin EOF");
-    assert!(status.success(), "{status}");
-    assert!(!nonblocking(&shared), "stdin is blocking again after exit");
-    drop(out);
-
-    // One Unix socket for both, as Node gives.
-    let (ours, theirs) = std::os::unix::net::UnixStream::pair().expect("a socket pair");
-    let shared = theirs.try_clone().expect("a second descriptor");
-    let mut child = Command::new(common::mcpgraph())
-        .args(args)
-        .stdin(std::os::fd::OwnedFd::from(theirs.try_clone().expect("dup")))
-        .stdout(std::os::fd::OwnedFd::from(theirs))
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("mcpgraph starts");
-    (&ours)
+    // Pipes; this process keeps a descriptor of each end the server gets.
+    let (read_in, mut write_in) = std::io::pipe().expect("a pipe");
+    let (mut read_out, write_out) = std::io::pipe().expect("a pipe");
+    let (stdin, stdout) = (
+        read_in.try_clone().expect("dup"),
+        write_out.try_clone().expect("dup"),
+    );
+    let child = serve_on(read_in, write_out, Stdio::null());
+    write_in
         .write_all(steps_session().as_bytes())
         .expect("write");
-    steps_answer(&ours);
-    assert!(nonblocking(&shared), "the socket is polled");
-    ours.shutdown(std::net::Shutdown::Write).expect("shutdown");
-    let status = common::wait_child(&mut child, timeout).expect("exits at stdin EOF");
-    assert!(status.success(), "{status}");
-    assert!(
-        !nonblocking(&shared),
-        "the socket is blocking again after exit"
+    steps_answer(&mut read_out);
+    assert!(nonblocking(&stdin), "stdin, a pipe, is polled");
+    assert!(nonblocking(&stdout), "stdout, a pipe, is polled");
+    drop(write_in);
+    exits_cleanly(child);
+    assert!(!nonblocking(&stdin), "stdin is blocking again after exit");
+    assert!(!nonblocking(&stdout), "stdout is blocking again after exit");
+
+    // A socket pair for each, as Node gives.
+    let (ours_in, theirs_in) = UnixStream::pair().expect("a socket pair");
+    let (ours_out, theirs_out) = UnixStream::pair().expect("a socket pair");
+    let (stdin, stdout) = (
+        theirs_in.try_clone().expect("dup"),
+        theirs_out.try_clone().expect("dup"),
     );
+    let child = serve_on(
+        OwnedFd::from(theirs_in),
+        OwnedFd::from(theirs_out),
+        Stdio::null(),
+    );
+    (&ours_in)
+        .write_all(steps_session().as_bytes())
+        .expect("write");
+    steps_answer(&ours_out);
+    assert!(nonblocking(&stdin), "stdin, a socket, is polled");
+    assert!(nonblocking(&stdout), "stdout, a socket, is polled");
+    ours_in
+        .shutdown(std::net::Shutdown::Write)
+        .expect("shutdown");
+    exits_cleanly(child);
+    assert!(!nonblocking(&stdin), "stdin is blocking again after exit");
+    assert!(!nonblocking(&stdout), "stdout is blocking again after exit");
+
+    // stdout and stderr one pipe (`2>&1`): stdout stays blocking, stdin is polled.
+    let (read_in, mut write_in) = std::io::pipe().expect("a pipe");
+    let (mut read_out, write_out) = std::io::pipe().expect("a pipe");
+    let stdout = write_out.try_clone().expect("dup");
+    let child = serve_on(read_in, write_out.try_clone().expect("dup"), write_out);
+    write_in
+        .write_all(steps_session().as_bytes())
+        .expect("write");
+    steps_answer(&mut read_out);
+    assert!(!nonblocking(&stdout), "stdout, also stderr, stays blocking");
+    drop(write_in);
+    exits_cleanly(child);
 
     // A file: read as before, through tokio's blocking reads.
     let file = std::env::temp_dir().join(format!("mcpgraph-session-{}.jsonl", std::process::id()));
     std::fs::write(&file, steps_session()).expect("write the session");
-    let mut child = Command::new(common::mcpgraph())
-        .args(args)
-        .stdin(std::fs::File::open(&file).expect("open"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("mcpgraph starts");
+    let mut child = serve_on(
+        std::fs::File::open(&file).expect("open"),
+        Stdio::piped(),
+        Stdio::null(),
+    );
     steps_answer(child.stdout.take().expect("stdout"));
-    let status = common::wait_child(&mut child, timeout).expect("exits at the file's end");
-    assert!(status.success(), "{status}");
+    exits_cleanly(child);
     let _ = std::fs::remove_file(file);
 }
