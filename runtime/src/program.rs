@@ -44,7 +44,7 @@ pub struct PreparedTool {
     pub history_hint: AtomicUsize,
 }
 
-/// The most records a history is made room for before its run needs them (74 KB).
+/// The most records a history is made room for before its run needs them.
 pub const HISTORY_HINT_MAX: usize = 1024;
 
 impl Program {

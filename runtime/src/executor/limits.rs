@@ -31,7 +31,7 @@ impl Session<'_> {
     /// (tokio-util's tree node), 3 % of a compiled loop's time when locked before every node:
     /// it is read before every [`CANCEL_EVERY`]th node of the call, and as soon as the watchdog,
     /// which looks at it every 10 ms, has tripped the evaluations' token (an atomic). A run
-    /// cancelled between nodes so stops within 16 nodes or 10 ms, whichever comes first; one
+    /// cancelled between nodes so stops within 16 nodes or about 10 ms, whichever comes first; one
     /// not watched (no watchdog thread) reads the token every time.
     pub(super) fn cancelled_between_nodes(&self) -> bool {
         let cancel = &self.env.cancel;
