@@ -37,7 +37,8 @@
 //! (`tokio::task::block_in_place` would hand the worker's queue to another thread instead, but
 //! it costs a thread wake-up on every call, the hop this module avoids.)
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tokio::runtime::{Handle, RuntimeFlavor};
 
@@ -93,10 +94,19 @@ impl Placement {
                 (inline + 1 < workers).then_some(inline + 1)
             })
             .ok()?;
+        let started = Instant::now();
+        let id = NEXT_RUN.fetch_add(1, Ordering::Relaxed);
+        running().push(Running {
+            id,
+            runtime: runtime.clone(),
+            started,
+            nudged: false,
+        });
         Some(Inline {
             placement: self,
             index,
-            started: Instant::now(),
+            started,
+            id,
         })
     }
 
@@ -115,10 +125,54 @@ pub(crate) struct Inline<'a> {
     placement: &'a Placement,
     index: usize,
     started: Instant,
+    /// Its entry in [`RUNNING`].
+    id: u64,
+}
+
+/// The runs inline now, for [`nudge`]: each one's runtime and start.
+static RUNNING: Mutex<Vec<Running>> = Mutex::new(Vec::new());
+static NEXT_RUN: AtomicU64 = AtomicU64::new(0);
+
+struct Running {
+    id: u64,
+    runtime: Handle,
+    started: Instant,
+    nudged: bool,
+}
+
+fn running() -> MutexGuard<'static, Vec<Running>> {
+    // The list stays consistent whatever panicked while holding the lock.
+    RUNNING.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Wakes a worker of the runtime of each run that has been inline for [`SLICE`] or longer (once
+/// a run); the watchdog's thread calls it at each of its looks (watchdog.rs).
+///
+/// tokio reads sockets and pipes (the I/O driver) only from a worker that is parked; a worker
+/// with nothing to do sleeps until it is woken for work. So when the worker an inline run holds
+/// was the one parked on the driver, nothing is read, stdin and HTTP connections included,
+/// until some other worker parks again, which may be when the run ends: the free worker the
+/// module keeps would sleep through the requests. A task spawned from outside the runtime wakes
+/// one; it runs the empty task, finds nothing else to do, and parks on the driver. Once a run:
+/// that worker stays parked there between tasks.
+pub(crate) fn nudge(now: Instant) {
+    for run in running()
+        .iter_mut()
+        .filter(|run| !run.nudged && now.saturating_duration_since(run.started) >= SLICE)
+    {
+        run.nudged = true;
+        drop(run.runtime.spawn(async {}));
+    }
 }
 
 impl Drop for Inline<'_> {
     fn drop(&mut self) {
+        {
+            let mut running = running();
+            if let Some(at) = running.iter().position(|run| run.id == self.id) {
+                running.swap_remove(at);
+            }
+        }
         self.placement.inline.fetch_sub(1, Ordering::AcqRel);
         if self.started.elapsed() >= SLICE
             && let Some(long) = self.placement.long.get(self.index)

@@ -7,6 +7,9 @@
 //! and this thread trips it. It works whatever thread the run is on, even one busy with a long
 //! evaluation (a tokio task on that thread could not run until the evaluation ended).
 //!
+//! At each look it also wakes a worker of the runtime of each run that has held its worker
+//! inline for a millisecond, so that a worker is parked on the I/O driver (placement.rs `nudge`).
+//!
 //! The thread sleeps until the earliest deadline, waking every [`POLL`] to look for cancelled
 //! runs while any run is registered, and stops polling after [`LINGER`] without runs.
 
@@ -130,6 +133,8 @@ impl Watchdog {
             if !state.runs.is_empty() {
                 last_run = now;
             }
+            // Runs held inline long enough to keep the I/O driver unpolled (placement.rs).
+            crate::placement::nudge(now);
             let earliest = state.runs.values().map(|e| e.deadline).min();
             let wake = match earliest {
                 Some(deadline) => Some(deadline.min(now + POLL)),

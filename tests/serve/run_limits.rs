@@ -299,8 +299,15 @@ fn a_short_tools_run_turning_long_stalls_nothing_and_is_cancelled() {
     let deadline = Instant::now() + Duration::from_secs(30);
     while cpu_time(&server) - before_spin < Duration::from_millis(300) {
         assert!(Instant::now() < deadline, "the spin never ran");
+        let asked = Instant::now();
         let id = call(&mut server, "trivial", json!({}));
         server.response(id, Duration::from_secs(30));
+        // The worker the run holds may have been the one reading stdin (placement.rs `nudge`).
+        let waited = asked.elapsed();
+        assert!(
+            waited < Duration::from_secs(2),
+            "a trivial call waited {waited:?} beside the long inline run"
+        );
     }
     // The line is written before the run starts, and the run has used CPU since.
     assert_eq!(
