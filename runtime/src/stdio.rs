@@ -51,15 +51,8 @@ pub type Stdout = End<pipe::Sender, tokio::io::Stdout>;
 /// the descriptors).
 pub fn open() -> (Stdin, Stdout) {
     let stderr = identity(io::stderr().as_fd());
-    let shares_stderr = |fd: BorrowedFd<'_>| stderr.is_some() && identity(fd) == stderr;
-    let input = io::stdin();
-    let output = io::stdout();
-    let input = (!shares_stderr(input.as_fd()))
-        .then(|| pollable(input.as_fd(), pipe::Receiver::from_owned_fd))
-        .flatten();
-    let output = (!shares_stderr(output.as_fd()))
-        .then(|| pollable(output.as_fd(), pipe::Sender::from_owned_fd))
-        .flatten();
+    let input = pollable(io::stdin().as_fd(), pipe::Receiver::from_owned_fd, stderr);
+    let output = pollable(io::stdout().as_fd(), pipe::Sender::from_owned_fd, stderr);
     (
         input.unwrap_or_else(|| End::blocking(tokio::io::stdin())),
         output.unwrap_or_else(|| End::blocking(tokio::io::stdout())),
@@ -82,12 +75,18 @@ impl<P, B> End<P, B> {
     }
 }
 
-/// `fd` in non-blocking mode, registered with the reactor, when it is a pipe or a Unix socket.
-fn pollable<P, B>(fd: BorrowedFd<'_>, pipe: fn(OwnedFd) -> io::Result<P>) -> Option<End<P, B>> {
+/// `fd` in non-blocking mode, registered with the reactor, when it is a pipe or a Unix socket
+/// and not the file stderr is open on (`stderr`, its [`identity`]).
+fn pollable<P, B>(
+    fd: BorrowedFd<'_>,
+    pipe: fn(OwnedFd) -> io::Result<P>,
+    stderr: Option<(u64, u64)>,
+) -> Option<End<P, B>> {
     let flags = OFlag::from_bits_truncate(fcntl(fd, FcntlArg::F_GETFL).ok()?);
     let file = File::from(fd.try_clone_to_owned().ok()?);
-    let kind = file.metadata().ok()?.file_type();
-    if !kind.is_fifo() && !kind.is_socket() {
+    let metadata = file.metadata().ok()?;
+    let kind = metadata.file_type();
+    if !kind.is_fifo() && !kind.is_socket() || stderr == Some((metadata.dev(), metadata.ino())) {
         return None;
     }
     // Made before the mode is set: a conversion that fails after setting it puts it back as
