@@ -175,8 +175,12 @@ def driver_bench(yaml, cmd, tool, args, calls, runs=1, cold_extra=0, cwd=None, w
     raise RuntimeError(f"no summary from the driver:\n{out}")
 
 
-def concurrent(cmd, yaml, calls=50):
-    """Sends `calls` tools/call at once; returns (seconds until all answered, error count)."""
+def concurrent(cmd, yaml, calls=50, bursts=15):
+    """Sends `calls` tools/call at once, `bursts` times after one burst to warm up, each burst
+    answered in full before the next; returns (the median burst's seconds until all its calls
+    were answered, wrong or missing answers over every burst but the warm-up). One burst takes
+    a few milliseconds, so a single one was mostly noise (its ratios ranged from 0.57x to 1.30x
+    between runs of the same code)."""
     spec = importlib.util.spec_from_file_location("mcp_driver", DRIVER)
     driver = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(driver)
@@ -184,29 +188,35 @@ def concurrent(cmd, yaml, calls=50):
     server = driver.ServerProcess(full)
     server.initialize(60)
     server.notify("notifications/initialized")
-    ids = {}
-    t0 = time.perf_counter()
-    for i in range(calls):
-        rid = server.next_id
-        server.next_id += 1
-        ids[rid] = f"tag-{i}"
-        server.send({"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": "work", "arguments": {"tag": ids[rid]}}})
-    errors, answered = 0, 0
-    deadline = time.monotonic() + 120
-    while answered < calls and time.monotonic() < deadline:
-        msg = server.read_message(deadline)
-        if msg is None:
-            break
-        rid = msg.get("id")
-        if rid not in ids:
-            continue
-        answered += 1
-        result = msg.get("result") or {}
-        ok = "error" not in msg and not result.get("isError") and (result.get("structuredContent") or {}).get("tag") == ids[rid]
-        errors += 0 if ok else 1
-    elapsed = time.perf_counter() - t0
+    times, wrong = [], 0
+    for burst in range(bursts + 1):
+        ids = {}
+        t0 = time.perf_counter()
+        for i in range(calls):
+            rid = server.next_id
+            server.next_id += 1
+            ids[rid] = f"tag-{burst}-{i}"
+            server.send({"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": "work", "arguments": {"tag": ids[rid]}}})
+        errors, answered = 0, 0
+        deadline = time.monotonic() + 120
+        while answered < calls and time.monotonic() < deadline:
+            msg = server.read_message(deadline)
+            if msg is None:
+                break
+            rid = msg.get("id")
+            if rid not in ids:
+                continue
+            answered += 1
+            result = msg.get("result") or {}
+            ok = "error" not in msg and not result.get("isError") and (result.get("structuredContent") or {}).get("tag") == ids[rid]
+            errors += 0 if ok else 1
+        if burst > 0:
+            times.append(time.perf_counter() - t0)
+            wrong += errors + (calls - answered)
+        if answered < calls:
+            break  # the rest would arrive in the next burst's reading
     server.close()
-    return elapsed, errors + (calls - answered)
+    return statistics.median(times), wrong
 
 
 def jsonata_micro():
@@ -216,6 +226,57 @@ def jsonata_micro():
     parse = lambda text: {d["case"]: d for d in map(json.loads, text.splitlines()) if text}
     return parse(rust), {case: d["ns"] for case, d in parse(js).items()}
 
+
+
+def inside_times(servers, yaml, tool, args, calls, rounds=3):
+    """The loop's time per call as the client sees it and inside the server, for each of
+    `servers` (name: command with "{yaml}"), `rounds` rounds in which they take turns, each
+    round `calls` sequential calls after a fifth as many to warm up. Inside is the call log's
+    `duration_ms` (`MCPGRAPH_LOG=mcpgraph::call=info`): from the handler's start to its result,
+    the arguments' and the result's validation included, reading and writing the messages not.
+    Returns {name: (client p50 ms, inside p50 ms)}, each the median of the rounds' medians."""
+    env = dict(os.environ, MCPGRAPH_LOG="mcpgraph::call=info")
+    seen = {name: ([], []) for name in servers}
+    warm = max(1, calls // 5)
+    for _ in range(rounds):
+        for name, cmd in servers.items():
+            full = [part.replace("{yaml}", yaml) for part in cmd]
+            log_path = os.path.join(WORK, f"calls-{name}.log")
+            with open(log_path, "w") as err:
+                proc = subprocess.Popen(full, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=env)
+                out = proc.stdout
+
+                def send(obj):
+                    proc.stdin.write((json.dumps(obj) + "\n").encode())
+                    proc.stdin.flush()
+
+                def answer():
+                    while True:
+                        message = json.loads(out.readline())
+                        if "id" in message:
+                            return message
+
+                send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}})
+                answer()
+                send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+                client = []
+                for i in range(warm + calls):
+                    t0 = time.perf_counter()
+                    send({"jsonrpc": "2.0", "id": i + 1, "method": "tools/call", "params": {"name": tool, "arguments": args}})
+                    result = answer().get("result") or {}
+                    client.append((time.perf_counter() - t0) * 1000)
+                    if result.get("isError"):
+                        raise RuntimeError(f"{name}: {tool} failed: {result}")
+                proc.stdin.close()
+                proc.wait()
+            inside = [float(line.split("duration_ms=")[1].split()[0])
+                      for line in open(log_path) if "duration_ms=" in line]
+            if len(inside) != warm + calls:
+                raise RuntimeError(f"{name}: {len(inside)} call log lines for {warm + calls} calls ({log_path})")
+            seen[name][0].append(statistics.median(client[warm:]))
+            seen[name][1].append(statistics.median(inside[warm:]))
+    return {name: (statistics.median(c), statistics.median(i)) for name, (c, i) in seen.items()}
 
 FANOUT_START, FANOUT_END = "<!-- bench:fanout:start -->", "<!-- bench:fanout:end -->"
 FANOUT_ITEMS = 100
@@ -449,10 +510,14 @@ def main():
         for name, cmd in loops.items():
             log(f"sum_to_n n={n}: {name}")
             r[(f"loop{n}", name)] = driver_bench(LOOP, cmd, "sum_to_n", {"n": n}, calls["original" if name == "original" else "ours"])
+    inside = {}
+    for n, calls in ((100, 60 if q else 400), (900, 10 if q else 60)):
+        log(f"sum_to_n n={n}, time inside the server: serve, stub, native")
+        inside[n] = inside_times({name: loops[name] for name in ("serve", "stub", "native")}, LOOP, "sum_to_n", {"n": n}, calls)
     conc = {}
     for name, cmd in {"original": original, "serve": serve, "stub": built("concurrent"), "native": built("concurrent-native")}.items():
         log(f"50 concurrent calls: {name}")
-        conc[name] = concurrent(cmd, SLOW)
+        conc[name] = concurrent(cmd, SLOW, bursts=3 if q else 15)
     rust_ns, js_ns = jsonata_micro()
     fanout_block = fanout(q)
 
@@ -486,6 +551,12 @@ def main():
                          *(f"{v(name):.3f} ms" for name in ("serve", "stub", "native")), "",
                          ratio(v("original"), v("stub")), versus(v("stub"), v("native")), versus(v("serve"), v("native"))))
         lines.append(row(f"`sum_to_n` n={n}: original ÷ native-built", "", "", "", "", "", ratio(v("original"), v("native")), "", ""))
+    for n in (100, 900):
+        for which, label in ((0, "as the client sees it"), (1, "inside the server (the call log's duration_ms)")):
+            v = lambda name: inside[n][name][which]
+            lines.append(row(f"`sum_to_n` n={n}, time per call {label}, the three taking turns (median of 3 rounds)", "",
+                             *(f"{v(name):.3f} ms" for name in ("serve", "stub", "native")), "", "",
+                             versus(v("stub"), v("native")), versus(v("serve"), v("native"))))
     linear = lambda name: med("loop900", name, "latency_median_ms_median") / med("loop100", name, "latency_median_ms_median")
     lines.append(row("n=900 ÷ n=100 (linear ≈ 9)", *(f"{linear(name):.1f}" for name in ("original", "serve", "stub", "native")), "", "", "", ""))
     rss = lambda name: med("transform", name, "rss_after_kib_median") / 1024
@@ -503,7 +574,7 @@ def main():
     lines.append(row("resident memory after the n=100 loop calls", *(f"{lrss(name):.1f} MiB" for name in ("original", "serve", "stub", "native")),
                      "", ratio(lrss("original"), lrss("stub")), versus(lrss("stub"), lrss("native")), versus(lrss("serve"), lrss("native"))))
     tput = lambda name: 50 / conc[name][0]
-    lines.append(row("50 concurrent calls (a 43-node loop each): calls/s, wrong or failed answers",
+    lines.append(row(f"50 concurrent calls (a 43-node loop each): calls/s of the median of {3 if q else 15} bursts, wrong or failed answers in all",
                      *(f"{tput(name):.0f}/s, {conc[name][1]} wrong" for name in ("original", "serve", "stub", "native")), "",
                      ratio(tput("stub"), tput("original")), versus(tput("stub"), tput("native")), versus(tput("serve"), tput("native"))))
     if a.before:
