@@ -391,7 +391,8 @@ async fn serve_connections(
     all_closed.closed().await;
 }
 
-#[derive(Clone)]
+/// What the routes and layers share, behind one `Arc`: each layer's `State` is a clone per
+/// request.
 struct AppState {
     server: GraphServer,
     token: Option<Arc<str>>,
@@ -436,18 +437,18 @@ fn router(
         .enforce_origin_validation()
         .with_max_request_body_bytes(options.max_body_bytes)
         .with_cancellation_token(mcp_token);
-    let state = AppState {
+    let state = Arc::new(AppState {
         server: server.clone(),
         token: options.auth_token.as_deref().map(Arc::from),
         draining,
         hosts: hosts.into(),
         origins: origins.into(),
-    };
+    });
     let factory = {
         let server = server.clone();
         move || Ok(server.for_connection())
     };
-    let guarded: axum::Router<AppState> = if options.sessions {
+    let guarded: axum::Router<Arc<AppState>> = if options.sessions {
         axum::Router::new().route_service(
             ENDPOINT,
             Shared(Arc::new(StreamableHttpService::new(
@@ -467,18 +468,16 @@ fn router(
         )
     };
     let guarded = guarded
-        // A POSTed `notifications/cancelled` cancels its sender's call (cancel.rs); inside the
-        // body limit and the token check (both added below, so outside this).
-        .route_layer(axum::middleware::from_fn_with_state(
-            cancel::Cancellations::new(options.max_body_bytes),
-            cancel::track,
-        ))
         // Inside the token check (added below, so outside this): no body is read before the
-        // request is authorized.
+        // request is authorized. The body's limits, and the calls listed for a POSTed
+        // `notifications/cancelled` to cancel (cancel.rs), in one layer that reads it once.
         .route_layer(axum::middleware::from_fn_with_state(
-            BodyLimits {
-                max_bytes: options.max_body_bytes,
-                deadline: options.header_timeout.min(MAX_HEADER_TIMEOUT),
+            BodyLayer {
+                limits: BodyLimits {
+                    max_bytes: options.max_body_bytes,
+                    deadline: options.header_timeout.min(MAX_HEADER_TIMEOUT),
+                },
+                cancellations: cancel::Cancellations::default(),
             },
             json_rpc_body,
         ))
@@ -501,7 +500,7 @@ fn router(
 /// would the checks read?). `/metrics` also takes the Host and Origin rules `/mcp` has (rmcp
 /// applies them there): tool names and call counts are not for a page that a DNS-rebinding
 /// attack points at the loopback address.
-async fn guard(State(state): State<AppState>, request: Request<Body>, next: Next) -> Response {
+async fn guard(State(state): State<Arc<AppState>>, request: Request<Body>, next: Next) -> Response {
     let Some(connection) = request.extensions().get::<Arc<Connection>>().cloned() else {
         return checked(state, request, next).await;
     };
@@ -513,7 +512,7 @@ async fn guard(State(state): State<AppState>, request: Request<Body>, next: Next
 }
 
 /// [`guard`]'s checks.
-async fn checked(state: AppState, request: Request<Body>, next: Next) -> Response {
+async fn checked(state: Arc<AppState>, request: Request<Body>, next: Next) -> Response {
     let hosts: Vec<&HeaderValue> = request.headers().get_all(header::HOST).iter().collect();
     if hosts.len() > 1 {
         return (
@@ -584,11 +583,16 @@ fn host_allowed(host: &str, allowed: &[String]) -> bool {
 /// (`-32700`, `-32600`, `-32602`), with the id when it is a string or a number. Deciding after
 /// rmcp keeps its checks first (Host, Origin, Accept, Content-Type: 403, 406, 415) and costs a
 /// well-formed message nothing.
+///
+/// The same reading serves cancellation (cancel.rs): a POST outside a session gets its caller
+/// in its extensions, and a `notifications/cancelled` that rmcp accepted cancels the call it
+/// names.
 async fn json_rpc_body(
-    State(limits): State<BodyLimits>,
+    State(layer): State<BodyLayer>,
     request: Request<Body>,
     next: Next,
 ) -> Response {
+    let limits = layer.limits;
     let max_body = limits.max_bytes;
     if request.method() != Method::POST {
         return next.run(request).await;
@@ -603,11 +607,12 @@ async fn json_rpc_body(
     {
         return too_large(Some(length), max_body);
     }
-    if !is_json(request.headers()) {
+    let (mut parts, body) = request.into_parts();
+    let scope = layer.cancellations.track(&mut parts);
+    if !is_json(&parts.headers) {
         // rmcp answers 415 without reading the body.
-        return next.run(request).await;
+        return next.run(Request::from_parts(parts, body)).await;
     }
-    let (parts, body) = request.into_parts();
     let bytes = match tokio::time::timeout(limits.deadline, read_body(body, max_body)).await {
         Ok(Ok(bytes)) => bytes,
         Ok(Err(response)) => return response,
@@ -616,13 +621,26 @@ async fn json_rpc_body(
     let response = next
         .run(Request::from_parts(parts, Body::from(bytes.clone())))
         .await;
-    if response.status() != StatusCode::UNSUPPORTED_MEDIA_TYPE {
-        return response;
+    match response.status() {
+        StatusCode::ACCEPTED => {
+            if let Some(scope) = scope {
+                layer.cancellations.accepted(&scope, &bytes);
+            }
+            response
+        }
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => match refusal(&bytes) {
+            Some((id, error)) => json_rpc_error(id, error),
+            None => response,
+        },
+        _ => response,
     }
-    match refusal(&bytes) {
-        Some((id, error)) => json_rpc_error(id, error),
-        None => response,
-    }
+}
+
+/// The state of [`json_rpc_body`].
+#[derive(Clone)]
+struct BodyLayer {
+    limits: BodyLimits,
+    cancellations: cancel::Cancellations,
 }
 
 /// How much of a request body is read, and for how long.
@@ -662,23 +680,35 @@ fn is_json(headers: &HeaderMap) -> bool {
 }
 
 /// The whole body, or 413 as soon as it passes `max_body` bytes.
+/// A body that came in one chunk (a small request, as most are) is that chunk, not a copy.
 async fn read_body(body: Body, max_body: usize) -> Result<Bytes, Response> {
+    let unreadable = |error: axum::Error| {
+        (
+            StatusCode::BAD_REQUEST,
+            format!("Bad Request: the request body could not be read: {error}\n"),
+        )
+            .into_response()
+    };
     let mut chunks = body.into_data_stream();
+    let mut first: Option<Bytes> = None;
     let mut bytes = Vec::new();
     while let Some(chunk) = chunks.next().await {
-        let chunk = chunk.map_err(|error| {
-            (
-                StatusCode::BAD_REQUEST,
-                format!("Bad Request: the request body could not be read: {error}\n"),
-            )
-                .into_response()
-        })?;
-        if chunk.len() > max_body.saturating_sub(bytes.len()) {
+        let chunk = chunk.map_err(unreadable)?;
+        let read = first.as_ref().map_or(0, Bytes::len) + bytes.len();
+        if chunk.len() > max_body.saturating_sub(read) {
             return Err(too_large(None, max_body));
         }
-        bytes.extend_from_slice(&chunk);
+        match first.take() {
+            None if bytes.is_empty() => first = Some(chunk),
+            earlier => {
+                if let Some(earlier) = earlier {
+                    bytes.extend_from_slice(&earlier);
+                }
+                bytes.extend_from_slice(&chunk);
+            }
+        }
     }
-    Ok(Bytes::from(bytes))
+    Ok(first.unwrap_or_else(|| Bytes::from(bytes)))
 }
 
 /// 413, naming the limit and the flag that sets it.
@@ -796,7 +826,7 @@ fn echoed(id: Option<&Value>) -> Value {
 
 /// 200 while the graph is loaded and the server not draining; 503 otherwise, so a load
 /// balancer stops sending.
-async fn readyz(State(state): State<AppState>) -> Response {
+async fn readyz(State(state): State<Arc<AppState>>) -> Response {
     if state.draining.load(Ordering::Acquire) {
         (StatusCode::SERVICE_UNAVAILABLE, "draining\n").into_response()
     } else if !state.server.is_ready() {
@@ -823,7 +853,11 @@ async fn metrics() -> Response {
 
 /// The bearer token, when one is configured: missing or wrong is 401 with
 /// `WWW-Authenticate: Bearer` (RFC 6750), compared in constant time.
-async fn authorize(State(state): State<AppState>, request: Request<Body>, next: Next) -> Response {
+async fn authorize(
+    State(state): State<Arc<AppState>>,
+    request: Request<Body>,
+    next: Next,
+) -> Response {
     let Some(expected) = &state.token else {
         return next.run(request).await;
     };

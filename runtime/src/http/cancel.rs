@@ -2,7 +2,7 @@
 //! each POST of a stateless server as a one-shot service of its own, and answers a POSTed
 //! notification 202 without handing it to anyone: a 2025-era client's cancellation, which the
 //! TypeScript SDKs POST while the call's response stream stays open, never reached the run.
-//! This layer replaces that much: it lists the calls in flight of one HTTP app by who made them
+//! This module, which the layer reading `/mcp` bodies calls (`super::json_rpc_body`), replaces that much: it lists the calls in flight of one HTTP app by who made them
 //! and their request id, and a cancellation that rmcp accepted cancels the one it names, as
 //! rmcp's session loop does over stdio (the run stops, its downstream calls are told).
 //!
@@ -16,70 +16,44 @@
 //! A request in a session (`Mcp-Session-Id`, `--sessions`) is rmcp's: its session cancels its
 //! calls itself.
 
-use super::{is_json, read_body};
 use crate::in_flight::{Caller, Calls, Cancellation, Scope};
-use axum::body::{Body, Bytes};
-use axum::extract::State;
-use axum::http::{Method, Request, StatusCode};
-use axum::middleware::Next;
-use axum::response::Response;
+use axum::http::Method;
+use axum::http::request::Parts;
 use rmcp::model::{ClientJsonRpcMessage, ClientNotification, RequestId};
 use rmcp::transport::common::http_header::HEADER_SESSION_ID;
 
-/// The state of [`track`]: the calls in flight of one HTTP app, and the body limit.
-#[derive(Clone)]
+/// The calls in flight of one HTTP app: the state the body layer (`super::json_rpc_body`)
+/// keeps for cancellation. That layer is inside the token check, so only authorized requests
+/// are listed or cancel.
+#[derive(Clone, Default)]
 pub(crate) struct Cancellations {
     calls: Calls,
-    /// `--max-body`: [`super::json_rpc_body`], outside this layer, has read the body within it
-    /// already; the limit holds here too should the layers ever be put in another order.
-    max_body: usize,
 }
 
 impl Cancellations {
-    pub(crate) fn new(max_body: usize) -> Cancellations {
-        Cancellations {
-            calls: Calls::default(),
-            max_body,
+    /// A POST outside a session: its [`Caller`] is put in its extensions, where the server's
+    /// `call_tool` finds it (rmcp hands a handler the request's parts), and its scope returned
+    /// for [`Cancellations::accepted`]. Only a POST carries a call or a cancellation; a
+    /// session's are rmcp's.
+    pub(crate) fn track(&self, parts: &mut Parts) -> Option<Scope> {
+        if parts.method != Method::POST || parts.headers.contains_key(HEADER_SESSION_ID) {
+            return None;
         }
+        let scope = Scope::of(parts)?;
+        parts
+            .extensions
+            .insert(Caller::new(self.calls.clone(), scope.clone()));
+        Some(scope)
     }
-}
 
-/// Every POST to `/mcp` outside a session, inside the token check (only authorized requests
-/// are listed or cancel): its [`Caller`] is put in its extensions, where the server's
-/// `call_tool` finds it (rmcp hands a handler the request's parts), and a
-/// `notifications/cancelled` that rmcp answered 202 cancels the call it names in its scope.
-/// Deciding after rmcp keeps its Host, Origin and protocol-version checks first: a page of a
-/// foreign origin cancels nothing.
-pub(crate) async fn track(
-    State(state): State<Cancellations>,
-    request: Request<Body>,
-    next: Next,
-) -> Response {
-    let (mut parts, body) = request.into_parts();
-    // Only a POST carries a call or a cancellation; a session's are rmcp's.
-    let tracked = parts.method == Method::POST && !parts.headers.contains_key(HEADER_SESSION_ID);
-    let scope = if tracked { Scope::of(&parts) } else { None };
-    let Some(scope) = scope else {
-        return next.run(Request::from_parts(parts, body)).await;
-    };
-    parts
-        .extensions
-        .insert(Caller::new(state.calls.clone(), scope.clone()));
-    if !is_json(&parts.headers) {
-        // rmcp answers 415 without reading the body.
-        return next.run(Request::from_parts(parts, body)).await;
-    }
-    let bytes: Bytes = match read_body(body, state.max_body).await {
-        Ok(bytes) => bytes,
-        Err(response) => return response,
-    };
-    let response = next
-        .run(Request::from_parts(parts, Body::from(bytes.clone())))
-        .await;
-    if response.status() == StatusCode::ACCEPTED
-        && let Some(id) = cancelled_request(&bytes)
-    {
-        let outcome = state.calls.cancel(&scope, &id);
+    /// A message rmcp answered 202 (a notification) from `scope`: a `notifications/cancelled`
+    /// cancels the call it names in that scope. Deciding after rmcp keeps its Host, Origin and
+    /// protocol-version checks first: a page of a foreign origin cancels nothing.
+    pub(crate) fn accepted(&self, scope: &Scope, body: &[u8]) {
+        let Some(id) = cancelled_request(body) else {
+            return;
+        };
+        let outcome = self.calls.cancel(scope, &id);
         let id = crate::metrics::client_chosen(&id.to_string()).into_owned();
         match outcome {
             Cancellation::Cancelled => tracing::debug!("call {id} cancelled by its client"),
@@ -91,7 +65,6 @@ pub(crate) async fn track(
             ),
         }
     }
-    response
 }
 
 /// The request id a `notifications/cancelled` names; `None` for any other message.
