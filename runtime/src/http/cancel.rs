@@ -2,9 +2,10 @@
 //! each POST of a stateless server as a one-shot service of its own, and answers a POSTed
 //! notification 202 without handing it to anyone: a 2025-era client's cancellation, which the
 //! TypeScript SDKs POST while the call's response stream stays open, never reached the run.
-//! This module, which the layer reading `/mcp` bodies calls (`super::json_rpc_body`), replaces that much: it lists the calls in flight of one HTTP app by who made them
-//! and their request id, and a cancellation that rmcp accepted cancels the one it names, as
-//! rmcp's session loop does over stdio (the run stops, its downstream calls are told).
+//! This module, which the layer reading `/mcp` bodies calls (`super::json_rpc_body`), replaces
+//! that much: it lists the calls in flight of one HTTP app by who made them and their request
+//! id, and a cancellation that rmcp accepted cancels the one it names, as rmcp's session loop
+//! does over stdio (the run stops, its downstream calls are told).
 //!
 //! Who made a call is its scope (`crate::in_flight`): the client's address and the `Authorization` header it
 //! presented. A cancellation counts only from the scope of the call it names, so no other
