@@ -175,15 +175,21 @@ def driver_bench(yaml, cmd, tool, args, calls, runs=1, cold_extra=0, cwd=None, w
     raise RuntimeError(f"no summary from the driver:\n{out}")
 
 
+def driver_module():
+    """The shared driver (../shared/tools/mcp-driver.py) as a module, for its `ServerProcess`."""
+    spec = importlib.util.spec_from_file_location("mcp_driver", DRIVER)
+    driver = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(driver)
+    return driver
+
+
 def concurrent(cmd, yaml, calls=50, bursts=15):
     """Sends `calls` tools/call at once, `bursts` times after one burst to warm up, each burst
     answered in full before the next; returns (the median burst's seconds until all its calls
     were answered, wrong or missing answers over every burst but the warm-up). One burst takes
     a few milliseconds, so a single one was mostly noise (its ratios ranged from 0.57x to 1.30x
     between runs of the same code)."""
-    spec = importlib.util.spec_from_file_location("mcp_driver", DRIVER)
-    driver = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(driver)
+    driver = driver_module()
     full = driver.build_cmd(cmd, os.path.abspath(yaml))
     server = driver.ServerProcess(full)
     server.initialize(60)
@@ -237,41 +243,25 @@ def inside_times(servers, yaml, tool, args, calls, rounds=3):
     `duration_ms` (`MCPGRAPH_LOG=mcpgraph::call=info`): from the handler's start to its result,
     the arguments' and the result's validation included, reading and writing the messages not.
     Returns {name: (client p50 ms, inside p50 ms)}, each the median of the rounds' medians."""
-    env = dict(os.environ, MCPGRAPH_LOG="mcpgraph::call=info")
+    driver = driver_module()
     seen = {name: ([], []) for name in servers}
     warm = max(1, calls // 5)
     for _ in range(rounds):
         for name, cmd in servers.items():
-            full = [part.replace("{yaml}", yaml) for part in cmd]
             log_path = os.path.join(WORK, f"calls-{name}.log")
-            with open(log_path, "w") as err:
-                proc = subprocess.Popen(full, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=env)
-                out = proc.stdout
-
-                def send(obj):
-                    proc.stdin.write((json.dumps(obj) + "\n").encode())
-                    proc.stdin.flush()
-
-                def answer():
-                    while True:
-                        message = json.loads(out.readline())
-                        if "id" in message:
-                            return message
-
-                send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-                    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}})
-                answer()
-                send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-                client = []
-                for i in range(warm + calls):
-                    t0 = time.perf_counter()
-                    send({"jsonrpc": "2.0", "id": i + 1, "method": "tools/call", "params": {"name": tool, "arguments": args}})
-                    result = answer().get("result") or {}
-                    client.append((time.perf_counter() - t0) * 1000)
-                    if result.get("isError"):
-                        raise RuntimeError(f"{name}: {tool} failed: {result}")
-                proc.stdin.close()
-                proc.wait()
+            open(log_path, "w").close()  # the driver appends
+            server = driver.ServerProcess(driver.build_cmd(cmd, yaml), env={"MCPGRAPH_LOG": "mcpgraph::call=info"},
+                                          stderr_mode="file", stderr_file=log_path)
+            server.initialize(60)
+            server.notify("notifications/initialized")
+            client = []
+            for _ in range(warm + calls):
+                _, response, ms = server.request("tools/call", {"name": tool, "arguments": args})
+                result = (response or {}).get("result") or {}
+                if not result or result.get("isError"):
+                    raise RuntimeError(f"{name}: {tool} failed: {response}")
+                client.append(ms)
+            server.close()
             inside = [float(line.split("duration_ms=")[1].split()[0])
                       for line in open(log_path) if "duration_ms=" in line]
             if len(inside) != warm + calls:
@@ -279,6 +269,7 @@ def inside_times(servers, yaml, tool, args, calls, rounds=3):
             seen[name][0].append(statistics.median(client[warm:]))
             seen[name][1].append(statistics.median(inside[warm:]))
     return {name: (statistics.median(c), statistics.median(i)) for name, (c, i) in seen.items()}
+
 
 FANOUT_START, FANOUT_END = "<!-- bench:fanout:start -->", "<!-- bench:fanout:end -->"
 FANOUT_ITEMS = 100
