@@ -260,3 +260,32 @@ fn a_build_refuses_before_writing_anything() {
     // The stub is untouched by all of it.
     assert!(std::fs::read(stub()).unwrap().len() < std::fs::read(&out).unwrap().len());
 }
+
+/// src/stub.order, the functions the linker lays out side by side (build.rs, docs/build.md "The
+/// stub's layout"), is what scripts/stub-order writes: one defined symbol a line, each once,
+/// nearly all Rust's. (What it does to memory shows only in a release build, whose symbol names
+/// it lists: the bench's memory rows, not this opt-level-1 build.)
+#[test]
+fn the_stub_order_lists_symbols_once_each() {
+    let path = common::root().join("src/stub.order");
+    let text = std::fs::read_to_string(&path).expect("src/stub.order");
+    let mut seen = std::collections::HashSet::new();
+    let mut rust = 0;
+    for (number, line) in text.lines().enumerate() {
+        assert!(
+            !line.is_empty() && !line.contains(char::is_whitespace),
+            "line {} of {} is not one symbol: {line:?}",
+            number + 1,
+            path.display()
+        );
+        assert!(seen.insert(line), "{line} is listed twice");
+        if line.starts_with("_ZN") || line.starts_with("_R") {
+            rust += 1;
+        }
+    }
+    assert!(
+        seen.len() > 1000 && rust * 100 >= seen.len() * 99,
+        "{} symbols, {rust} of them Rust's: not what scripts/stub-order writes",
+        seen.len()
+    );
+}
