@@ -59,32 +59,15 @@ fn main() {
     let dest =
         PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("vendor.rs");
     std::fs::write(dest, out).expect("write vendor.rs");
-    lay_out_hot_functions(&root);
+    // The functions a server runs, side by side in mcpgraph-stub and mcpgraph (the generated
+    // crates' build script, shared: docs/build.md "The stub's layout").
+    lay_out_hot_functions(&root.join("src").join("stub.order"));
 }
 
-/// Asks the linker to put the functions a server runs side by side, in `mcpgraph-stub` and
-/// `mcpgraph` (src/stub.order, written by scripts/stub-order; docs/build.md, "The stub's
-/// layout"): a server's code then takes ~1 MiB of memory instead of ~11. Only where rustc links
-/// with its own LLD, which reads the list: x86_64 Linux from Rust 1.90 on, no linker or linker
-/// flavour configured (GNU ld would refuse the option). Names the list has and a build does not
-/// (another profile, toolchain or dependency version) are ignored.
-fn lay_out_hot_functions(root: &Path) {
-    let order = root.join("src").join("stub.order");
-    println!("cargo:rerun-if-changed={}", order.display());
-    println!("cargo:rerun-if-env-changed=RUSTC_LINKER");
-    let target = std::env::var("TARGET").unwrap_or_default();
-    let flags = std::env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
-    let own_linker = std::env::var_os("RUSTC_LINKER").is_none()
-        && !flags.contains("linker")
-        && !flags.contains("fuse-ld");
-    if target == "x86_64-unknown-linux-gnu" && own_linker && links_with_lld() && order.is_file() {
-        println!(
-            "cargo:rustc-link-arg-bins=-Wl,--symbol-ordering-file={}",
-            order.display()
-        );
-        println!("cargo:rustc-link-arg-bins=-Wl,--no-warn-symbol-ordering");
-    }
+mod layout {
+    include!("templates/server/build.rs");
 }
+use layout::lay_out_hot_functions;
 
 fn read_toml(path: &Path) -> toml::Table {
     let text =
@@ -187,24 +170,5 @@ fn standalone_manifest(manifest: &toml::Table, workspace: &toml::Table) -> Strin
     format!(
         "# Vendored by mcpgraph: the runtime its generated servers build against.\n{}",
         toml::to_string(&out).expect("serialize a manifest")
-    )
-}
-
-/// Whether this rustc links x86_64 Linux programs with its own LLD by default: from 1.90 on.
-fn links_with_lld() -> bool {
-    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
-    let Ok(output) = std::process::Command::new(rustc).arg("-vV").output() else {
-        return false;
-    };
-    let text = String::from_utf8_lossy(&output.stdout);
-    let Some(release) = text.lines().find_map(|line| line.strip_prefix("release: ")) else {
-        return false;
-    };
-    let mut parts = release
-        .split(['.', '-'])
-        .map(|part| part.parse::<u32>().ok());
-    matches!(
-        (parts.next(), parts.next()),
-        (Some(Some(major)), Some(Some(minor))) if (major, minor) >= (1, 90)
     )
 }

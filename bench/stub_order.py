@@ -10,15 +10,18 @@ x86_64-unknown-linux-gnu) puts those functions side by side at the start of the 
 How: build mcpgraph as a user does (the release profile, as it is: symbol names carry a hash of
 the profile, so only this build's names match), link the two binaries once more with their
 symbol tables (`-C strip=none`: the dependencies are not rebuilt, so their names are the release
-build's), build servers from the stub, run them and `mcpgraph serve` under valgrind's callgrind
-over stdio and HTTP, and list every function that ran, in the order callgrind first names them.
-Functions renamed or added since are simply not in the list (the linker ignores names it does
-not find): rerun this after a dependency or the toolchain changes, or when the bench's memory
-rows grow.
+build's), build servers from the stub and with `--native` (in a cache of the script's own,
+target/stub-order/cache; their crates' names differ from the stub's, and one list serves both),
+run them and `mcpgraph serve` under valgrind's callgrind over stdio and HTTP, and list every
+function of the binaries that ran, in the order callgrind first names them. Functions renamed or
+added since are simply not in the list (the linker ignores names it does not find): rerun this
+after a dependency or the toolchain changes, or when the bench's memory rows grow.
 
-Needs valgrind (`apt-get install valgrind`). About ten minutes, most of it the release build.
+Needs valgrind (`apt-get install valgrind`). About fifteen minutes the first time (the release
+build, the cache's dependencies), two or three after.
 """
 
+import glob
 import json
 import os
 import re
@@ -103,6 +106,35 @@ def http_session(command):
     drain.join(timeout=10)
 
 
+def unstripped_native(cache, built, env):
+    """The `--native` server at `built` linked once more with its symbol table, from the crate
+    its build left in `cache` (the one whose binary is `built`'s name, written last)."""
+    name = os.path.basename(built)
+    with open(built, "rb") as f:
+        wanted = f.read()
+    for crate in sorted(glob.glob(os.path.join(cache, "crates", "*")), key=os.path.getmtime,
+                        reverse=True):
+        with open(os.path.join(crate, "Cargo.toml")) as f:
+            manifest = f.read()
+        found = re.search(r'\[\[bin\]\]\nname = "([^"]+)"', manifest)
+        if not found:
+            continue
+        binary = os.path.join(cache, "target", "release", found.group(1))
+        if not os.path.exists(binary):
+            continue
+        with open(binary, "rb") as f:
+            if f.read() != wanted:
+                continue
+        subprocess.run(["cargo", "rustc", "--release", "--locked", "--manifest-path",
+                        os.path.join(crate, "Cargo.toml"), "--target-dir",
+                        os.path.join(cache, "target"), "--bin", found.group(1), "--", "-C",
+                        "strip=none"], check=True, env=env)
+        unstripped = built + ".symbols"
+        shutil.copy(binary, unstripped)
+        return unstripped
+    raise RuntimeError(f"no crate in {cache} built {name}")
+
+
 def functions(profile):
     """The symbols callgrind names in `profile`, in the order it first names them."""
     names = {}
@@ -134,6 +166,18 @@ def main():
             subprocess.run([os.path.join(RELEASE, "mcpgraph"), "build", graph, "-o",
                             servers[name], "--stub", stub], check=True,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # `--native` servers: their crates are built in mcpgraph's cache, against a vendored copy
+        # of the runtime, so their symbol names are not the stub's. A cache of the script's own,
+        # kept between runs (the first build compiles every dependency: minutes).
+        cache = os.path.join(ROOT, "target", "stub-order", "cache")
+        native_env = dict(release_env(), MCPGRAPH_CACHE_DIR=cache)
+        natives = {}
+        for name, graph in (("transform", TRANSFORM), ("loop", LOOP)):
+            built = os.path.join(work, f"{name}-native")
+            subprocess.run([os.path.join(RELEASE, "mcpgraph"), "build", "--native", graph, "-o",
+                            built], check=True, env=native_env,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            natives[name] = unstripped_native(cache, built, native_env)
         profiles = []
 
         def traced(label):
@@ -149,9 +193,13 @@ def main():
         # `mcpgraph serve` (and `-g`) runs the same server after the compiler's front end.
         stdio_session(traced("serve-stdio") + [mcpgraph, "serve", LOOP], "sum_to_n", {"n": 20},
                       {"sum": 210})
+        stdio_session(traced("transform-native") + [natives["transform"]], "echo_value",
+                      {"value": "hello"}, {"result": "hello"})
+        stdio_session(traced("loop-native") + [natives["loop"]], "sum_to_n", {"n": 20},
+                      {"sum": 210})
         # Only the binaries' own functions: not libc's, which the dynamic linker places.
         defined = set()
-        for binary in (stub, mcpgraph):
+        for binary in (stub, mcpgraph, *natives.values()):
             listed = subprocess.run(["nm", "--defined-only", "--format=just-symbols", binary],
                                     check=True, capture_output=True, text=True).stdout
             defined.update(listed.split())

@@ -294,10 +294,18 @@ fn generated_code_snapshot() {
                 "{snapshot_dir}/{file} changed: run MCPGRAPH_BLESS=1 cargo test --release --test cli build::"
             );
         }
-        let lock = std::fs::read_to_string(out.join("Cargo.lock")).unwrap();
-        assert_eq!(
-            lock,
-            std::fs::read_to_string(common::root().join("templates/server/Cargo.lock")).unwrap()
-        );
+        // The lock, the build script and the list of functions it hands to the linker
+        // (docs/build.md, "The stub's layout") are copied as they are.
+        for (emitted, source) in [
+            ("Cargo.lock", "templates/server/Cargo.lock"),
+            ("build.rs", "templates/server/build.rs"),
+            ("functions.order", "src/stub.order"),
+        ] {
+            assert!(
+                std::fs::read(out.join(emitted)).unwrap()
+                    == std::fs::read(common::root().join(source)).unwrap(),
+                "{snapshot_dir}/{emitted} is not {source}"
+            );
+        }
     }
 }
