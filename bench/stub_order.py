@@ -41,8 +41,10 @@ CALLS = 200
 
 def release_env():
     """The environment of a user's `cargo build --release`: no profile overrides (scripts/test's
-    opt-level 1, for one, would give other symbol names)."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("CARGO_PROFILE_")}
+    opt-level 1, for one, would give other symbol names), and the binaries in this checkout's
+    target/."""
+    return {k: v for k, v in os.environ.items()
+            if not k.startswith("CARGO_PROFILE_") and k not in ("CARGO_TARGET_DIR", "CARGO_BUILD_TARGET_DIR")}
 
 
 def cargo(*args):

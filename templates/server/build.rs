@@ -26,11 +26,13 @@ pub fn lay_out_hot_functions(order: &std::path::Path) {
     let own_linker = std::env::var_os("RUSTC_LINKER").is_none()
         && !flags.contains("linker")
         && !flags.contains("fuse-ld");
+    // The C compiler driver that runs LLD splits `-Wl,` at commas: a path with one, or one that
+    // is not UTF-8, is left alone rather than handed over wrong.
+    let Some(path) = order.to_str().filter(|path| !path.contains(',')) else {
+        return;
+    };
     if target == "x86_64-unknown-linux-gnu" && own_linker && links_with_lld() && order.is_file() {
-        println!(
-            "cargo:rustc-link-arg-bins=-Wl,--symbol-ordering-file={}",
-            order.display()
-        );
+        println!("cargo:rustc-link-arg-bins=-Wl,--symbol-ordering-file={path}");
         println!("cargo:rustc-link-arg-bins=-Wl,--no-warn-symbol-ordering");
     }
 }
