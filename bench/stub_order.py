@@ -21,8 +21,9 @@ Needs valgrind (`apt-get install valgrind`). About fifteen minutes the first tim
 build, the cache's dependencies), two or three after.
 """
 
+import functools
 import glob
-import json
+import importlib.util
 import os
 import re
 import shutil
@@ -51,37 +52,31 @@ def cargo(*args):
     subprocess.run(["cargo", *args], cwd=ROOT, env=release_env(), check=True)
 
 
+@functools.cache
+def driver():
+    """The shared driver, loaded by bench/run.py's `driver_module` (run.py itself loaded by path,
+    as it loads bench/http.py: this directory on sys.path would put bench/http.py in the standard
+    library's place)."""
+    spec = importlib.util.spec_from_file_location("bench_run", os.path.join(ROOT, "bench", "run.py"))
+    run = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run)
+    return run.driver_module()
+
+
 def stdio_session(command, tool, arguments, expected):
-    """initialize, tools/list and CALLS calls of `tool`, each answer checked."""
-    server = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL, text=True, bufsize=1)
-
-    def ask(message):
-        server.stdin.write(json.dumps(message) + "\n")
-        server.stdin.flush()
-        if "id" not in message:
-            return None
-        while True:
-            line = server.stdout.readline()
-            if not line:
-                raise RuntimeError(f"{command[-1]} ended before answering {message['method']}")
-            answer = json.loads(line)
-            if answer.get("id") == message["id"]:
-                return answer
-
-    ask({"jsonrpc": "2.0", "id": 0, "method": "initialize",
-         "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                    "clientInfo": {"name": "stub-order", "version": "1"}}})
-    ask({"jsonrpc": "2.0", "method": "notifications/initialized"})
-    ask({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
-    for i in range(CALLS):
-        answer = ask({"jsonrpc": "2.0", "id": i + 2, "method": "tools/call",
-                      "params": {"name": tool, "arguments": arguments}})
-        got = answer.get("result", {}).get("structuredContent")
+    """initialize, tools/list and CALLS calls of `tool`, each answer checked, through the shared
+    driver's ServerProcess (../shared/tools/mcp-driver.py), as the bench drives its servers."""
+    server = driver().ServerProcess(command)
+    server.initialize(120)
+    server.notify("notifications/initialized")
+    server.request("tools/list", {}, 120)
+    for _ in range(CALLS):
+        _, answer, _ = server.request("tools/call", {"name": tool, "arguments": arguments}, 120)
+        got = ((answer or {}).get("result") or {}).get("structuredContent")
         if got != expected:
             raise RuntimeError(f"{tool} answered {answer}, expected {expected}")
-    server.stdin.close()
-    server.wait(timeout=120)
+    # Time for callgrind, which writes its profile as the server exits.
+    server.close(grace=120)
 
 
 def http_session(command):
