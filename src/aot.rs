@@ -59,6 +59,10 @@ struct Bin {
 struct Dependency {
     path: String,
     version: String,
+    /// Always false: a generated crate does not use `graph!` (the runtime's `macros` feature),
+    /// whose proc macro would compile the compiler's tree a second time, for the host.
+    #[serde(rename = "default-features")]
+    default_features: bool,
 }
 
 #[derive(Serialize)]
@@ -200,6 +204,7 @@ fn manifest(description: String, bin: String, vendor_at: &VendorAt) -> Manifest 
             Dependency {
                 path: runtime_path,
                 version: format!("={VERSION}"),
+                default_features: false,
             },
         )]),
         profile: BTreeMap::from([
@@ -226,8 +231,14 @@ fn manifest(description: String, bin: String, vendor_at: &VendorAt) -> Manifest 
                 },
             ),
         ]),
-        // Its own workspace, even when emitted inside another project.
-        workspace: BTreeMap::from([("members", Vec::new())]),
+        // Its own workspace, even when emitted inside another project. The runtime vendored
+        // inside (`emit`) is not a member, as it is not in mcpgraph's cache (`build`): a member's
+        // optional dependencies (`graph!`, the compiler's code generation) would go into the lock
+        // file, which then differs from the cache's, and `--locked` refuses one or the other.
+        workspace: BTreeMap::from([
+            ("members", Vec::new()),
+            ("exclude", vec!["vendor".to_string()]),
+        ]),
     }
 }
 

@@ -1,6 +1,8 @@
 //! The mcpgraph runtime: the one executor behind `mcpgraph serve`, built servers and `graph!`.
 
-/// `graph!("x.yaml")`: embed a graph checked at compile time, with typed tools.
+/// `graph!("x.yaml")`: embed a graph checked at compile time, with typed tools (the `macros`
+/// feature, on by default).
+#[cfg(feature = "macros")]
 pub use mcpgraph_macros::graph;
 
 pub mod attached;
@@ -95,7 +97,9 @@ pub mod __private {
     pub use crate::graph::{EmbeddedGraph, GraphHandle, TypedTools};
     pub use crate::native;
     pub use crate::standalone::{main, main_attached, main_native};
+    #[cfg(feature = "macros")]
     pub use mcpgraph_macros::__compiled_expressions as compiled_expressions;
+    #[cfg(feature = "macros")]
     pub use mcpgraph_macros::__differential_corpus as differential_corpus;
     pub use serde;
     pub use serde_json;
