@@ -2,7 +2,8 @@
 """The HTTP benchmark (scripts/bench --only http): calls/s, p50 and p99 over streamable HTTP at
 concurrency 1 and 32, and resident memory under that load, for `mcpgraph serve`, a binary from
 `mcpgraph build` and the floor (a minimal rmcp server with one tool, `floor-server --http`), side
-by side in one run.
+by side in one run, with the floor twice: answering with rmcp's default, an event stream, and with
+one JSON body (`--json`), as mcpgraph answers a tool whose runs are short.
 
 Every server serves bench/graphs/transform.yaml's `echo_value` (the floor hand-written), on
 127.0.0.1 with a port of its own, stateless, with its defaults: mcpgraph's one log line per call
@@ -179,8 +180,8 @@ CLIENTS = {
 }
 
 
-LABELS = {"floor": "floor (minimal rmcp server)", "serve": "`mcpgraph serve`", "built": "built binary",
-          "before": "`mcpgraph serve`, the build before"}
+LABELS = {"floor": "floor (minimal rmcp server)", "floor-json": "floor answering with one JSON body (`--json`)",
+          "serve": "`mcpgraph serve`", "built": "built binary", "before": "`mcpgraph serve`, the build before"}
 
 
 def table(results, hwm, names, levels, rounds, build_s, skipped, before_note=""):
@@ -203,7 +204,11 @@ def table(results, hwm, names, levels, rounds, build_s, skipped, before_note="")
                               wrong, sampled, first=client == clients[0])
     lines.append("")
     notes = ["Ratios are ours over the floor's: what mcpgraph adds (the graph run, its schema checks, the log "
-             "line per call, its HTTP middleware) shows as calls/s below 1× and latency and memory above 1×."]
+             "line per call, its HTTP middleware) shows as calls/s below 1× and latency and memory above 1×. "
+             "The floor answers every call with rmcp's default, an event stream; mcpgraph answers a call of a tool "
+             "whose runs are short with one JSON body (docs/http.md), as the JSON floor answers every call, and "
+             "rmcp turns that answer into a stream when a notification comes first (rmcp's client asks for "
+             "progress): the JSON floor is the like-for-like one for the keep-alive clients."]
     if "before" in names:
         notes.append(f"The build before is {before_note}, run as `serve` beside this build in every round.")
     if skipped:
@@ -236,13 +241,23 @@ def client_table(results, hwm, names, levels, client, wrong, sampled, first):
                   if first else "")
         lines.append(f"| {LABELS[name]} | {' | '.join(cells)} |{memory}")
     for name in names:
-        if name == "floor":
+        if name.startswith("floor") and name != "floor-json":
             continue
         cells = []
         for c, _ in levels:
             cells += [f"{med(name, c, field) / med('floor', c, field):.2f}×" for field in ("calls_per_s", "p50_ms", "p99_ms")]
         memory = f" {hwm[name] / hwm['floor']:.2f}× | |" if first else ""
         lines.append(f"| {LABELS[name]} ÷ floor | {' | '.join(cells)} |{memory}")
+    if "floor-json" in names:
+        for name in names:
+            if name.startswith("floor"):
+                continue
+            cells = []
+            for c, _ in levels:
+                cells += [f"{med(name, c, field) / med('floor-json', c, field):.2f}×"
+                          for field in ("calls_per_s", "p50_ms", "p99_ms")]
+            memory = f" {hwm[name] / hwm['floor-json']:.2f}× | |" if first else ""
+            lines.append(f"| {LABELS[name]} ÷ JSON floor | {' | '.join(cells)} |{memory}")
     if "before" in names:
         cells = []
         for c, _ in levels:
@@ -284,6 +299,7 @@ def main(quick=False, rounds=None, build_timeout=300.0, no_build=False, before=N
               for c, n in (((1, 200), (32, 800)) if quick else ((1, 2000), (32, 8000)))]
     rounds = rounds or (1 if quick else 5)
     commands = [("floor", [os.path.join(RELEASE, "floor-server"), "--http", "127.0.0.1:0"]),
+                ("floor-json", [os.path.join(RELEASE, "floor-server"), "--http", "127.0.0.1:0", "--json"]),
                 ("serve", [MCPGRAPH, "serve", GRAPH, "--http", "127.0.0.1:0"])]
     if build_s is not None:
         commands.append(("built", [BUILT, "--http", "127.0.0.1:0"]))

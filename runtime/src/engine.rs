@@ -167,6 +167,16 @@ impl Engine {
         })
     }
 
+    /// Whether a call of `tool` is answered at once: a pure tool whose last run was short
+    /// (placement.rs), so that its answer over HTTP can be one JSON body rather than an event
+    /// stream that keeps the connection alive while it runs (http.rs). `false` for a tool the
+    /// graph lacks.
+    pub(crate) fn answers_at_once(&self, tool: &str) -> bool {
+        self.program
+            .tool_index(tool)
+            .is_some_and(|index| self.program.tools[index].pure && self.placement.short(index))
+    }
+
     /// Whether a run of `tool` may report at info level (a node catches failures or waits):
     /// a call's observer is only needed for that at info (server/notify.rs). `true` for a tool
     /// the graph lacks.

@@ -458,13 +458,23 @@ fn router(
             ))),
         )
     } else {
+        // Two services that differ in how a call is answered: as an event stream, or as one
+        // JSON body once the answer is there (rmcp's `json_response`, which still turns to a
+        // stream when the handler sends a notification first). [`json_rpc_body`] picks.
         axum::Router::new().route_service(
             ENDPOINT,
-            Shared(Arc::new(StreamableHttpService::new(
-                factory,
-                Arc::new(NeverSessionManager::default()),
-                config,
-            ))),
+            Answering {
+                stream: Shared(Arc::new(StreamableHttpService::new(
+                    factory.clone(),
+                    Arc::new(NeverSessionManager::default()),
+                    config.clone(),
+                ))),
+                at_once: Shared(Arc::new(StreamableHttpService::new(
+                    factory,
+                    Arc::new(NeverSessionManager::default()),
+                    config.with_json_response(true),
+                ))),
+            },
         )
     };
     let guarded = guarded
@@ -478,6 +488,7 @@ fn router(
                     deadline: options.header_timeout.min(MAX_HEADER_TIMEOUT),
                 },
                 cancellations: cancel::Cancellations::default(),
+                answers: (!options.sessions).then(|| server.clone()),
             },
             json_rpc_body,
         ))
@@ -618,6 +629,11 @@ async fn json_rpc_body(
         Ok(Err(response)) => return response,
         Err(_) => return too_slow(limits.deadline),
     };
+    if let Some(server) = &layer.answers
+        && answered_at_once(server, &bytes)
+    {
+        parts.extensions.insert(AtOnce);
+    }
     let response = next
         .run(Request::from_parts(parts, Body::from(bytes.clone())))
         .await;
@@ -641,6 +657,86 @@ async fn json_rpc_body(
 struct BodyLayer {
     limits: BodyLimits,
     cancellations: cancel::Cancellations,
+    /// The server whose quick calls are answered with one JSON body ([`answered_at_once`]);
+    /// `None` with sessions, whose answers are always streams.
+    answers: Option<GraphServer>,
+}
+
+/// Marks a request for [`Answering`]'s `at_once` service.
+#[derive(Clone, Copy)]
+struct AtOnce;
+
+/// Whether `body` is a `tools/call` of a tool whose answer comes at once: a pure tool whose
+/// last run was short ([`GraphServer::answers_at_once`]). Its answer is then one JSON body
+/// (`application/json`) rather than an event stream: hyper writes the head and the body in one
+/// `writev`, where a stream takes three (the head, the event, the last chunk), and the call
+/// costs about a fifth less, in calls a second over a kept-alive connection (docs/http.md).
+/// Everything else keeps the stream, whose comment every [`KEEP_ALIVE`] keeps a proxy from
+/// cutting a long call and notices a client that has gone: calls of tools that wait on
+/// downstream servers or were long last time, and every other method (`subscriptions/listen`
+/// is a stream). A call that sends a notification first (progress, a log message) is streamed
+/// by rmcp whichever service has it.
+fn answered_at_once(server: &GraphServer, body: &[u8]) -> bool {
+    #[derive(Deserialize)]
+    struct Message<'a> {
+        #[serde(borrow)]
+        method: Option<std::borrow::Cow<'a, str>>,
+        #[serde(borrow)]
+        params: Option<Params<'a>>,
+    }
+    #[derive(Deserialize)]
+    struct Params<'a> {
+        #[serde(borrow)]
+        name: Option<std::borrow::Cow<'a, str>>,
+    }
+    let Ok(Message {
+        method: Some(method),
+        params: Some(Params { name: Some(tool) }),
+    }) = serde_json::from_slice::<Message>(body)
+    else {
+        return false;
+    };
+    method == "tools/call" && server.answers_at_once(&tool)
+}
+
+/// The endpoint without sessions: [`AtOnce`] requests go to `at_once`, the rest to `stream`.
+struct Answering<S, M> {
+    stream: Shared<S, M>,
+    at_once: Shared<S, M>,
+}
+
+impl<S, M> Clone for Answering<S, M> {
+    fn clone(&self) -> Self {
+        Answering {
+            stream: self.stream.clone(),
+            at_once: self.at_once.clone(),
+        }
+    }
+}
+
+impl<S, M> tower::Service<Request<Body>> for Answering<S, M>
+where
+    S: rmcp::ServerHandler + Send + 'static,
+    M: rmcp::transport::streamable_http_server::session::SessionManager,
+{
+    type Response = Response;
+    type Error = std::convert::Infallible;
+    type Future = futures::future::BoxFuture<'static, Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<Body>) -> Self::Future {
+        if request.extensions().get::<AtOnce>().is_some() {
+            self.at_once.call(request)
+        } else {
+            self.stream.call(request)
+        }
+    }
 }
 
 /// How much of a request body is read, and for how long.

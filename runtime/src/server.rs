@@ -227,6 +227,14 @@ impl GraphServer {
         self.current().engine().cloned()
     }
 
+    /// Whether a call of `tool` on the current version is answered at once
+    /// ([`Engine::answers_at_once`]).
+    pub(crate) fn answers_at_once(&self, tool: &str) -> bool {
+        self.current()
+            .engine()
+            .is_some_and(|engine| engine.answers_at_once(tool))
+    }
+
     /// The version new calls run on.
     pub(crate) fn current(&self) -> Arc<Version> {
         self.inner.versions.current()

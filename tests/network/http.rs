@@ -96,9 +96,13 @@ fn post_call(port: u16, tool: &str, arguments: Value, headers: &[(&str, &str)]) 
     request(port, "POST", "/mcp", &all, &body.to_string())
 }
 
-/// The JSON-RPC answer in a response to [`post_call`] (an SSE `data:` line with an id; the
-/// call's notifications, progress and log messages, come before it).
+/// The JSON-RPC answer in a response to [`post_call`]: the body when it is JSON (a quick
+/// tool's call, docs/http.md), else an SSE `data:` line with an id (the call's notifications,
+/// progress and log messages, come before it).
 fn rpc_message(response: &Response) -> Value {
+    if let Ok(message) = serde_json::from_str::<Value>(&response.body) {
+        return message;
+    }
     response
         .body
         .lines()
@@ -666,6 +670,90 @@ fn bodies_that_are_not_one_json_rpc_message_get_a_json_rpc_error() {
         json!({"doubled": 6}),
         "{call:?}"
     );
+}
+
+/// How a call is answered (docs/http.md): a tool whose runs are short, once a run has shown
+/// it, with one JSON body; the first call, a call that asks for progress (whose notifications
+/// come first) and every call of a tool that waits on a downstream server, with an event
+/// stream. Every answer is checked as a client reads it.
+#[test]
+fn quick_calls_are_answered_with_one_json_body() {
+    let server = Server::start(
+        &[&http_graph().to_string_lossy(), "--http", "127.0.0.1:0"],
+        &[],
+    );
+    let content_type = |response: &Response| response.header("content-type").map(str::to_owned);
+    let double = |x: u64| {
+        let response = post_call(server.port, "double", json!({"x": x}), &[]);
+        assert_eq!(response.status, 200, "{response:?}");
+        assert_eq!(
+            rpc_message(&response)["result"]["structuredContent"],
+            json!({"doubled": x * 2}),
+            "{response:?}"
+        );
+        response
+    };
+    // Nothing is known of the tool before its first run: a stream.
+    let first = double(1);
+    assert_eq!(
+        content_type(&first).as_deref(),
+        Some("text/event-stream"),
+        "{first:?}"
+    );
+    // Its runs take microseconds: the next answer, or one soon after on a busy machine (a run
+    // of a millisecond or more keeps the stream), is one JSON body, the whole JSON-RPC answer.
+    let json = (2..22)
+        .map(double)
+        .find(|response| content_type(response).as_deref() == Some("application/json"))
+        .expect("a call of a quick tool answered with one JSON body within 20 calls");
+    let message: Value = serde_json::from_str(&json.body).expect("the body is one JSON message");
+    assert_eq!(message["jsonrpc"], "2.0", "{json:?}");
+    assert_eq!(message["id"], 1, "{json:?}");
+    assert_eq!(message["result"]["isError"], false, "{json:?}");
+
+    // Asking for progress: the notifications come first, so the answer is a stream.
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+        "name": "double", "arguments": {"x": 5}, "_meta": {"progressToken": "p7"}}});
+    let headers = [
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+    ];
+    let progress = request(server.port, "POST", "/mcp", &headers, &body.to_string());
+    assert_eq!(
+        content_type(&progress).as_deref(),
+        Some("text/event-stream"),
+        "{progress:?}"
+    );
+    let first_event = progress
+        .body
+        .lines()
+        .find_map(|line| line.strip_prefix("data:"))
+        .and_then(|data| serde_json::from_str::<Value>(data.trim()).ok())
+        .unwrap_or_else(|| panic!("no event in {progress:?}"));
+    assert_eq!(
+        first_event["method"], "notifications/progress",
+        "{progress:?}"
+    );
+    assert_eq!(
+        rpc_message(&progress)["result"]["structuredContent"],
+        json!({"doubled": 10}),
+        "{progress:?}"
+    );
+
+    // A tool that waits on a downstream server: a stream every time, however short its runs.
+    for _ in 0..3 {
+        let nap = post_call(server.port, "nap", json!({"ms": 1}), &[]);
+        assert_eq!(
+            content_type(&nap).as_deref(),
+            Some("text/event-stream"),
+            "{nap:?}"
+        );
+        assert_eq!(
+            rpc_message(&nap)["result"]["structuredContent"]["napped"],
+            1,
+            "{nap:?}"
+        );
+    }
 }
 
 #[test]

@@ -3,7 +3,9 @@
 //!
 //! Over stdio by default (bench/run.py); `--http ADDR` serves the same handler over streamable
 //! HTTP, stateless, at `/mcp`, as `mcpgraph serve --http` does (bench/http.py), and prints its
-//! address on stderr the way mcpgraph does.
+//! address on stderr the way mcpgraph does. `--http ADDR --json` answers each call with one JSON
+//! body (rmcp's `json_response`) instead of an event stream, as mcpgraph answers the calls of a
+//! tool whose runs are short.
 
 use axum::serve::ListenerExt;
 use rmcp::model::{
@@ -63,8 +65,13 @@ async fn main() -> Result<(), String> {
     // Any other arguments are ignored, as they always were: stdio.
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.as_slice() {
-        [flag, addr] if flag == "--http" => serve_http(floor, addr).await,
-        [flag, ..] if flag == "--http" => Err("usage: floor-server [--http ADDR]".to_string()),
+        [flag, addr] if flag == "--http" => serve_http(floor, addr, false).await,
+        [flag, addr, json] if flag == "--http" && json == "--json" => {
+            serve_http(floor, addr, true).await
+        }
+        [flag, ..] if flag == "--http" => {
+            Err("usage: floor-server [--http ADDR [--json]]".to_string())
+        }
         _ => serve_stdio(floor).await,
     }
 }
@@ -80,13 +87,16 @@ async fn serve_stdio(floor: Floor) -> Result<(), String> {
 
 /// The same handler behind rmcp's `StreamableHttpService` with rmcp's defaults, made stateless
 /// the way mcpgraph's is (no session manager, no legacy sessions), so the two differ only in
-/// what mcpgraph adds: the graph, its checks, its logging and its middleware. Runs until killed.
-async fn serve_http(floor: Floor, addr: &str) -> Result<(), String> {
+/// what mcpgraph adds: the graph, its checks, its logging and its middleware; with `json`, every
+/// call answered with one JSON body. Runs until killed.
+async fn serve_http(floor: Floor, addr: &str, json: bool) -> Result<(), String> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     let local = listener.local_addr().map_err(|e| e.to_string())?;
-    let config = StreamableHttpServerConfig::default().with_legacy_session_mode(false);
+    let config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(false)
+        .with_json_response(json);
     let service = StreamableHttpService::new(
         move || Ok(floor.clone()),
         Arc::new(NeverSessionManager::default()),
