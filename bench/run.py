@@ -441,6 +441,26 @@ def ratio(theirs, ours):
     return f"{theirs / ours:.1f}×" if ours else "n/a"
 
 
+def stale_layout():
+    """Why src/stub.order may no longer match the binaries' symbol names, or None: a change to
+    the runtime, `Cargo.lock` or the toolchain file renames part of the functions it lists
+    (docs/build.md "Where it applies"), and the memory rows then grow. Judged by git: a commit
+    touching them after the list's last one, or an uncommitted change to them."""
+    paths = ["runtime", "Cargo.lock", "rust-toolchain.toml"]
+    git = lambda *args: subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    if not git("rev-parse", "--git-dir"):
+        return None
+    if git("status", "--porcelain", "--", *paths):
+        return "the runtime or Cargo.lock has uncommitted changes"
+    listed = git("log", "-1", "--format=%H", "--", "src/stub.order")
+    changed = git("log", "-1", "--format=%H", "--", *paths)
+    newer = listed and changed and changed != listed and subprocess.run(
+        ["git", "merge-base", "--is-ancestor", listed, changed], cwd=ROOT).returncode == 0
+    if newer:
+        return f"{changed[:7]} changed the runtime or Cargo.lock after src/stub.order was last written ({listed[:7]})"
+    return None
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="fewer calls (a smoke run)")
@@ -451,6 +471,9 @@ def main():
                                      "with --only http or traces: an mcpgraph binary built before a change, served beside this one; "
                                      "without --only: one whose `serve` is measured in the stdio rows beside this build's (its own table)")
     a = ap.parse_args()
+    stale = stale_layout()
+    if stale and a.only in (None, "http"):
+        log(f"warning: {stale}; the memory rows may be high until `scripts/stub-order` writes the list again")
     if a.only == "debugger":
         sys.dont_write_bytecode = True
         spec = importlib.util.spec_from_file_location("bench_debugger", os.path.join(ROOT, "bench", "debugger.py"))
