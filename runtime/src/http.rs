@@ -451,11 +451,14 @@ fn router(
     let guarded: axum::Router<Arc<AppState>> = if options.sessions {
         axum::Router::new().route_service(
             ENDPOINT,
-            Shared(Arc::new(StreamableHttpService::new(
-                factory,
-                Arc::new(LocalSessionManager::default()),
-                config,
-            ))),
+            Shared {
+                stream: Arc::new(StreamableHttpService::new(
+                    factory,
+                    Arc::new(LocalSessionManager::default()),
+                    config,
+                )),
+                at_once: None,
+            },
         )
     } else {
         // Two services that differ in how a call is answered: as an event stream, or as one
@@ -463,13 +466,13 @@ fn router(
         // stream when the handler sends a notification first). [`json_rpc_body`] picks.
         axum::Router::new().route_service(
             ENDPOINT,
-            Answering {
-                stream: Shared(Arc::new(StreamableHttpService::new(
+            Shared {
+                stream: Arc::new(StreamableHttpService::new(
                     factory.clone(),
                     Arc::new(NeverSessionManager::default()),
                     config.clone(),
-                ))),
-                at_once: Shared(Arc::new(StreamableHttpService::new(
+                )),
+                at_once: Some(Arc::new(StreamableHttpService::new(
                     factory,
                     Arc::new(NeverSessionManager::default()),
                     config.with_json_response(true),
@@ -662,7 +665,7 @@ struct BodyLayer {
     answers: Option<GraphServer>,
 }
 
-/// Marks a request for [`Answering`]'s `at_once` service.
+/// Marks a request for [`Shared`]'s `at_once` service.
 #[derive(Clone, Copy)]
 struct AtOnce;
 
@@ -697,46 +700,6 @@ fn answered_at_once(server: &GraphServer, body: &[u8]) -> bool {
         return false;
     };
     method == "tools/call" && server.answers_at_once(&tool)
-}
-
-/// The endpoint without sessions: [`AtOnce`] requests go to `at_once`, the rest to `stream`.
-struct Answering<S, M> {
-    stream: Shared<S, M>,
-    at_once: Shared<S, M>,
-}
-
-impl<S, M> Clone for Answering<S, M> {
-    fn clone(&self) -> Self {
-        Answering {
-            stream: self.stream.clone(),
-            at_once: self.at_once.clone(),
-        }
-    }
-}
-
-impl<S, M> tower::Service<Request<Body>> for Answering<S, M>
-where
-    S: rmcp::ServerHandler + Send + 'static,
-    M: rmcp::transport::streamable_http_server::session::SessionManager,
-{
-    type Response = Response;
-    type Error = std::convert::Infallible;
-    type Future = futures::future::BoxFuture<'static, Result<Self::Response, Self::Error>>;
-
-    fn poll_ready(
-        &mut self,
-        _: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Result<(), Self::Error>> {
-        std::task::Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, request: Request<Body>) -> Self::Future {
-        if request.extensions().get::<AtOnce>().is_some() {
-            self.at_once.call(request)
-        } else {
-            self.stream.call(request)
-        }
-    }
 }
 
 /// How much of a request body is read, and for how long.
@@ -998,12 +961,19 @@ fn same(given: &[u8], expected: &[u8]) -> bool {
 /// request and rmcp's `call` clones it once more, and a clone of `StreamableHttpService` copies
 /// its config: the allowed hosts and origins, and a cancellation token, whose clone and drop
 /// lock a mutex that every worker contends for. Cloning an `Arc` does neither, and rmcp's
-/// `handle` takes `&self`.
-struct Shared<S, M>(Arc<StreamableHttpService<S, M>>);
+/// `handle` takes `&self`. Without sessions it holds a second service, which answers a call
+/// with one JSON body: [`AtOnce`] requests go there ([`answered_at_once`]).
+struct Shared<S, M> {
+    stream: Arc<StreamableHttpService<S, M>>,
+    at_once: Option<Arc<StreamableHttpService<S, M>>>,
+}
 
 impl<S, M> Clone for Shared<S, M> {
     fn clone(&self) -> Self {
-        Shared(self.0.clone())
+        Shared {
+            stream: self.stream.clone(),
+            at_once: self.at_once.clone(),
+        }
     }
 }
 
@@ -1024,7 +994,10 @@ where
     }
 
     fn call(&mut self, request: Request<Body>) -> Self::Future {
-        let service = self.0.clone();
+        let service = match &self.at_once {
+            Some(at_once) if request.extensions().get::<AtOnce>().is_some() => at_once.clone(),
+            _ => self.stream.clone(),
+        };
         // As axum's route does with any service's response.
         Box::pin(async move { Ok(service.handle(request).await.into_response()) })
     }
