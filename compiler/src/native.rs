@@ -207,13 +207,19 @@ pub fn function(ast: &AstNode) -> Result<TokenStream, Unsupported> {
     let mut emitter = Emitter {
         contexts: 0,
         calls: Vec::new(),
+        scopes: Vec::new(),
+        steps: 0,
     };
     let data = format_ident!("data");
-    let value = emitter.node(ast, &quote!(#data))?;
+    let data_tokens = quote!(#data);
+    emitter.scopes.push(Scope::new(&data_tokens));
+    let value = emitter.node(ast, &data_tokens)?;
+    let steps = emitter.scopes.pop().map(Scope::cells).unwrap_or_default();
     let rt = rt();
     let calls = (0..emitter.calls.len()).map(|i| format_ident!("call_{i}"));
     Ok(quote! {
         #(let #calls = ::std::cell::OnceCell::<#rt::JValue>::new();)*
+        #(let #steps = ::std::cell::OnceCell::<#rt::JValue>::new();)*
         let #data = &#rt::input(input);
         ::std::result::Result::Ok(#value)
     })
@@ -225,6 +231,37 @@ struct Emitter {
     /// The history calls with literal arguments met so far, by their text: each is made once
     /// per evaluation and its value kept in `call_{index}` (see [`Emitter::history_call`]).
     calls: Vec<String>,
+    /// The contexts an expression's parts are evaluated over once per evaluation of their
+    /// scope (the expression's input, an object constructor's context), innermost last: see
+    /// [`Emitter::path`].
+    scopes: Vec<Scope>,
+    /// How many `step_{index}` cells the scopes have declared (for unique names).
+    steps: usize,
+}
+
+/// A context that holds one value while its scope is evaluated, and the first steps of paths
+/// over it kept once made (`step_{index}`, declared where the context is).
+struct Scope {
+    /// The tokens the context is read by (`data`, `&context_2`).
+    data: String,
+    /// Per kept first step: its text and its cell's index.
+    steps: Vec<(String, usize)>,
+}
+
+impl Scope {
+    fn new(data: &TokenStream) -> Scope {
+        Scope {
+            data: data.to_string(),
+            steps: Vec::new(),
+        }
+    }
+
+    fn cells(self) -> Vec<proc_macro2::Ident> {
+        self.steps
+            .iter()
+            .map(|(_, index)| format_ident!("step_{index}"))
+            .collect()
+    }
 }
 
 /// JSONata's built-in functions: a variable of such a name (unless bound) is the function
@@ -396,13 +433,7 @@ impl Emitter {
                     #last
                 }}
             }
-            AstNode::Function {
-                name,
-                args,
-                is_builtin: true,
-            } if HISTORY_FUNCTIONS.contains(&name.as_str())
-                && args.iter().all(|arg| literal(arg).is_some()) =>
-            {
+            AstNode::Function { name, args, .. } if memoized_call(node).is_some() => {
                 self.history_call(name, args, data)?
             }
             AstNode::Function {
@@ -568,13 +599,7 @@ impl Emitter {
         data: &TokenStream,
     ) -> Result<TokenStream, Unsupported> {
         let rt = rt();
-        let text = format!(
-            "{name}({})",
-            args.iter()
-                .filter_map(literal)
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
+        let text = call_text(name, args);
         let index = match self.calls.iter().position(|call| *call == text) {
             Some(index) => index,
             None => {
@@ -641,17 +666,47 @@ impl Emitter {
                 let item = format_ident!("item_{}", self.contexts);
                 self.contexts += 1;
                 let value = self.node(other, &quote!(#item))?;
+                let first = quote! {
+                    #rt::first_step(#data, #whole, |#item| ::std::result::Result::Ok(#value))
+                };
+                // A history call with literal arguments gives one value per evaluation, so its
+                // first step over a context that holds one value while its scope is evaluated
+                // does too (`$nodeExecution("n", -1).a + $nodeExecution("n", -1).b`): made
+                // where first needed, kept for the others.
+                let first = match self.kept_step(other, data) {
+                    Some(cell) => quote!(#rt::memo(&#cell, || #first)?),
+                    None => quote!(#first?),
+                };
                 quote! {
-                    #rt::unwrap(#rt::fields_after(
-                        #rt::first_step(#data, #whole, |#item| ::std::result::Result::Ok(#value))?,
-                        &[#(#names),*],
-                    )?)
+                    #rt::unwrap(#rt::fields_after(#first, &[#(#names),*])?)
                 }
             }
             other => {
                 return unsupported(format!("a path starting with {}", describe(other)));
             }
         })
+    }
+
+    /// The cell keeping the first step `call` over `data`, when `call` is a history call with
+    /// literal arguments and `data` a scope's context (see [`Scope`]).
+    fn kept_step(&mut self, call: &AstNode, data: &TokenStream) -> Option<proc_macro2::Ident> {
+        let text = memoized_call(call)?;
+        let data = data.to_string();
+        let scope = self
+            .scopes
+            .iter_mut()
+            .rev()
+            .find(|scope| scope.data == data)?;
+        let index = match scope.steps.iter().find(|(step, _)| *step == text) {
+            Some((_, index)) => *index,
+            None => {
+                let index = self.steps;
+                self.steps += 1;
+                scope.steps.push((text, index));
+                index
+            }
+        };
+        Some(format_ident!("step_{index}"))
     }
 
     fn object(
@@ -673,18 +728,52 @@ impl Emitter {
         self.contexts += 1;
         let context = format_ident!("context_{}", self.contexts);
         let inner = quote!(&#context);
-        let mut inserts = Vec::with_capacity(pairs.len());
-        for ((_, value), key) in pairs.iter().zip(&keys) {
-            let value = self.node(value, &inner)?;
-            inserts.push(quote!(object.pair(#key, #value);));
+        self.scopes.push(Scope::new(&inner));
+        let mut values = Vec::with_capacity(pairs.len());
+        for (_, value) in pairs {
+            match self.node(value, &inner) {
+                Ok(value) => values.push(value),
+                Err(why) => {
+                    self.scopes.pop();
+                    return Err(why);
+                }
+            }
         }
-        let n = pairs.len();
+        let steps = self.scopes.pop().map(Scope::cells).unwrap_or_default();
         Ok(quote! {{
             let #context = #rt::object_context(#data);
-            let mut object = #rt::Object::with_capacity(#n);
-            #(#inserts)*
-            object.finish()
+            #(let #steps = ::std::cell::OnceCell::<#rt::JValue>::new();)*
+            let values = [#(#values),*];
+            #rt::object!([#(#keys),*], values)
         }})
+    }
+}
+
+/// A history call's text, by which two calls with literal arguments are told the same.
+fn call_text(name: &str, args: &[AstNode]) -> String {
+    format!(
+        "{name}({})",
+        args.iter()
+            .filter_map(literal)
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
+/// The text of `node` when it is a history call with literal arguments (one value per
+/// evaluation: see [`Emitter::history_call`]).
+fn memoized_call(node: &AstNode) -> Option<String> {
+    match node {
+        AstNode::Function {
+            name,
+            args,
+            is_builtin: true,
+        } if HISTORY_FUNCTIONS.contains(&name.as_str())
+            && args.iter().all(|arg| literal(arg).is_some()) =>
+        {
+            Some(call_text(name, args))
+        }
+        _ => None,
     }
 }
 

@@ -292,6 +292,12 @@ const CATALOGUE: &[&str] = &[
     r#"($executionCount("n1") = 2 ? $nodeExecution("n1", 0) : $nodeExecution("n1", 0).list)"#,
     r#"$nodeExecution("n1", "x")"#,
     r#"($nodeExecution("n1", 0).a & $executionCount(1))"#,
+    // The first step of paths from one history call, made once per object constructor (and
+    // once for the whole input), whatever the input; an undefined value among the keys.
+    r#"{"x": $nodeExecution("n1", -1).a, "y": $nodeExecution("n1", -1).list.a, "z": $nodeExecution("n1", 0).a}"#,
+    r#"{"o": {"p": $nodeExecution("n1", -1).a, "q": c}, "r": $nodeExecution("n1", -1).list, "s": $nodeExecution("n1", -1).a}"#,
+    r#"($nodeExecution("n1", -1).list.a + $nodeExecution("n1", -1).a) & {"t": $nodeExecution("n1", -1).list.a}.t"#,
+    r#"{"a": 1, "b": c, "d": $previousNode().a, "e": $previousNode().a}"#,
     // Built-in functions.
     "$string(a)",
     "$length(s)",

@@ -32,6 +32,23 @@ macro_rules! __native_lit {
 }
 pub use crate::__native_lit as lit;
 
+/// The object of an object constructor with literal keys (`rt::object!(["a", "b"], values)`),
+/// from its values (`[JValue; N]`, evaluated before, in order) and the constructor's [`Keys`],
+/// made once per thread.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __native_object {
+    ([$($key:literal),* $(,)?], $values:ident) => {{
+        let values = $values;
+        ::std::thread_local! {
+            static KEYS: $crate::__private::native::Keys =
+                $crate::__private::native::Keys::new(&[$($key),*]);
+        }
+        KEYS.with(|keys| keys.object(values))
+    }};
+}
+pub use crate::__native_object as object;
+
 /// One compiled expression: its source text (the key it is found by) and its function.
 pub struct NativeExpr {
     pub source: &'static str,
@@ -119,6 +136,21 @@ pub fn once(
         return Ok(value.clone());
     }
     let value = unwrap(call()?);
+    let _ = cell.set(value.clone());
+    Ok(value)
+}
+
+/// A value every use of which in one evaluation of its scope is the same (the first step of a
+/// path from a history call with literal arguments): made the first time, kept in `cell`.
+#[inline]
+pub fn memo(
+    cell: &std::cell::OnceCell<JValue>,
+    make: impl FnOnce() -> Result<JValue, Error>,
+) -> Result<JValue, Error> {
+    if let Some(value) = cell.get() {
+        return Ok(value.clone());
+    }
+    let value = make()?;
     let _ = cell.set(value.clone());
     Ok(value)
 }
@@ -366,24 +398,38 @@ fn group_context(items: &[JValue]) -> JValue {
     }
 }
 
-/// An object under construction (`{"k": v, ...}` with literal keys).
-pub struct Object(IndexMap<String, JValue>);
+/// The keys of an object constructor (`{"k": v, ...}`, literal keys, none repeated), as a map
+/// whose copies become its objects: a copy takes the keys' hashes and table as they are, where
+/// inserting each key would hash it again (SipHash) at every evaluation.
+pub struct Keys(IndexMap<String, JValue>);
 
-impl Object {
-    pub fn with_capacity(n: usize) -> Object {
-        Object(IndexMap::with_capacity(n))
+impl Keys {
+    pub fn new(keys: &[&str]) -> Keys {
+        Keys(
+            keys.iter()
+                .map(|key| (key.to_string(), JValue::Null))
+                .collect(),
+        )
     }
 
-    /// One pair; an undefined value adds no key.
+    /// The object of `values`, one per key in order; an undefined value adds no key.
     #[inline]
-    pub fn pair(&mut self, key: &str, value: JValue) {
-        if !value.is_undefined() {
-            self.0.insert(key.to_string(), value);
+    pub fn object<const N: usize>(&self, values: [JValue; N]) -> JValue {
+        debug_assert_eq!(N, self.0.len());
+        if values.iter().any(JValue::is_undefined) {
+            let mut object = IndexMap::with_capacity(N);
+            for (key, value) in self.0.keys().zip(values) {
+                if !value.is_undefined() {
+                    object.insert(key.clone(), value);
+                }
+            }
+            return JValue::object(object);
         }
-    }
-
-    pub fn finish(self) -> JValue {
-        JValue::object(self.0)
+        let mut object = self.0.clone();
+        for (slot, value) in object.values_mut().zip(values) {
+            *slot = value;
+        }
+        JValue::object(object)
     }
 }
 

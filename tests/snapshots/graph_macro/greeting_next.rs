@@ -134,21 +134,16 @@ mod __mcpg_native {
         let data = &rt::input(input);
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
-            let mut object = rt::Object::with_capacity(1usize);
-            object
-                .pair(
-                    "greeting",
-                    rt::concat(
-                        &rt::concat(
-                            &rt::lit!("Good day, "),
-                            &rt::unwrap(
-                                rt::fields(&context_1, &["entry", "name"], false)?,
-                            ),
-                        )?,
-                        &rt::lit!("."),
+            let values = [
+                rt::concat(
+                    &rt::concat(
+                        &rt::lit!("Good day, "),
+                        &rt::unwrap(rt::fields(&context_1, &["entry", "name"], false)?),
                     )?,
-                );
-            object.finish()
+                    &rt::lit!("."),
+                )?,
+            ];
+            rt::object!(["greeting"], values)
         })
     }
     /// ```jsonata
@@ -162,21 +157,16 @@ mod __mcpg_native {
         let data = &rt::input(input);
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
-            let mut object = rt::Object::with_capacity(1usize);
-            object
-                .pair(
-                    "greeting",
-                    rt::concat(
-                        &rt::concat(
-                            &rt::lit!("Hi "),
-                            &rt::unwrap(
-                                rt::fields(&context_1, &["entry", "name"], false)?,
-                            ),
-                        )?,
-                        &rt::lit!("!"),
+            let values = [
+                rt::concat(
+                    &rt::concat(
+                        &rt::lit!("Hi "),
+                        &rt::unwrap(rt::fields(&context_1, &["entry", "name"], false)?),
                     )?,
-                );
-            object.finish()
+                    &rt::lit!("!"),
+                )?,
+            ];
+            rt::object!(["greeting"], values)
         })
     }
     /// ```jsonata

@@ -1658,10 +1658,11 @@ mod __mcpg_native {
         let data = &rt::input(input);
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
-            let mut object = rt::Object::with_capacity(2usize);
-            object.pair("tool", rt::lit!("graph"));
-            object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
-            object.finish()
+            let values = [
+                rt::lit!("graph"),
+                rt::unwrap(rt::fields(&context_1, &["entry"], true)?),
+            ];
+            rt::object!(["tool", "echo"], values)
         })
     }
     /// ```jsonata
@@ -1675,10 +1676,11 @@ mod __mcpg_native {
         let data = &rt::input(input);
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
-            let mut object = rt::Object::with_capacity(2usize);
-            object.pair("tool", rt::lit!("tools"));
-            object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
-            object.finish()
+            let values = [
+                rt::lit!("tools"),
+                rt::unwrap(rt::fields(&context_1, &["entry"], true)?),
+            ];
+            rt::object!(["tool", "echo"], values)
         })
     }
     /// ```jsonata
@@ -1692,10 +1694,11 @@ mod __mcpg_native {
         let data = &rt::input(input);
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
-            let mut object = rt::Object::with_capacity(2usize);
-            object.pair("tool", rt::lit!("new"));
-            object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
-            object.finish()
+            let values = [
+                rt::lit!("new"),
+                rt::unwrap(rt::fields(&context_1, &["entry"], true)?),
+            ];
+            rt::object!(["tool", "echo"], values)
         })
     }
     /// ```jsonata
@@ -1709,10 +1712,11 @@ mod __mcpg_native {
         let data = &rt::input(input);
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
-            let mut object = rt::Object::with_capacity(2usize);
-            object.pair("tool", rt::lit!("sumToN"));
-            object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
-            object.finish()
+            let values = [
+                rt::lit!("sumToN"),
+                rt::unwrap(rt::fields(&context_1, &["entry"], true)?),
+            ];
+            rt::object!(["tool", "echo"], values)
         })
     }
     /// ```jsonata
@@ -1726,10 +1730,11 @@ mod __mcpg_native {
         let data = &rt::input(input);
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
-            let mut object = rt::Object::with_capacity(2usize);
-            object.pair("tool", rt::lit!("a-b"));
-            object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
-            object.finish()
+            let values = [
+                rt::lit!("a-b"),
+                rt::unwrap(rt::fields(&context_1, &["entry"], true)?),
+            ];
+            rt::object!(["tool", "echo"], values)
         })
     }
     /// ```jsonata
@@ -1743,10 +1748,11 @@ mod __mcpg_native {
         let data = &rt::input(input);
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
-            let mut object = rt::Object::with_capacity(2usize);
-            object.pair("tool", rt::lit!("a_b"));
-            object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
-            object.finish()
+            let values = [
+                rt::lit!("a_b"),
+                rt::unwrap(rt::fields(&context_1, &["entry"], true)?),
+            ];
+            rt::object!(["tool", "echo"], values)
         })
     }
     /// ```jsonata
@@ -1760,10 +1766,11 @@ mod __mcpg_native {
         let data = &rt::input(input);
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
-            let mut object = rt::Object::with_capacity(2usize);
-            object.pair("tool", rt::lit!("serve_stdio"));
-            object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
-            object.finish()
+            let values = [
+                rt::lit!("serve_stdio"),
+                rt::unwrap(rt::fields(&context_1, &["entry"], true)?),
+            ];
+            rt::object!(["tool", "echo"], values)
         })
     }
     /// ```jsonata
@@ -1777,10 +1784,11 @@ mod __mcpg_native {
         let data = &rt::input(input);
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
-            let mut object = rt::Object::with_capacity(2usize);
-            object.pair("tool", rt::lit!("HTTPServer"));
-            object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
-            object.finish()
+            let values = [
+                rt::lit!("HTTPServer"),
+                rt::unwrap(rt::fields(&context_1, &["entry"], true)?),
+            ];
+            rt::object!(["tool", "echo"], values)
         })
     }
     /// ```jsonata
@@ -1794,10 +1802,11 @@ mod __mcpg_native {
         let data = &rt::input(input);
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
-            let mut object = rt::Object::with_capacity(2usize);
-            object.pair("tool", rt::lit!("call_json"));
-            object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
-            object.finish()
+            let values = [
+                rt::lit!("call_json"),
+                rt::unwrap(rt::fields(&context_1, &["entry"], true)?),
+            ];
+            rt::object!(["tool", "echo"], values)
         })
     }
     /// ```jsonata
@@ -1811,10 +1820,11 @@ mod __mcpg_native {
         let data = &rt::input(input);
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
-            let mut object = rt::Object::with_capacity(2usize);
-            object.pair("tool", rt::lit!("main"));
-            object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
-            object.finish()
+            let values = [
+                rt::lit!("main"),
+                rt::unwrap(rt::fields(&context_1, &["entry"], true)?),
+            ];
+            rt::object!(["tool", "echo"], values)
         })
     }
     /// ```jsonata
@@ -1828,10 +1838,11 @@ mod __mcpg_native {
         let data = &rt::input(input);
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
-            let mut object = rt::Object::with_capacity(2usize);
-            object.pair("tool", rt::lit!("self"));
-            object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
-            object.finish()
+            let values = [
+                rt::lit!("self"),
+                rt::unwrap(rt::fields(&context_1, &["entry"], true)?),
+            ];
+            rt::object!(["tool", "echo"], values)
         })
     }
     /// ```jsonata
@@ -1845,10 +1856,11 @@ mod __mcpg_native {
         let data = &rt::input(input);
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
-            let mut object = rt::Object::with_capacity(2usize);
-            object.pair("tool", rt::lit!("type"));
-            object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
-            object.finish()
+            let values = [
+                rt::lit!("type"),
+                rt::unwrap(rt::fields(&context_1, &["entry"], true)?),
+            ];
+            rt::object!(["tool", "echo"], values)
         })
     }
     /// ```jsonata
@@ -1862,10 +1874,11 @@ mod __mcpg_native {
         let data = &rt::input(input);
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
-            let mut object = rt::Object::with_capacity(2usize);
-            object.pair("tool", rt::lit!("9lives"));
-            object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
-            object.finish()
+            let values = [
+                rt::lit!("9lives"),
+                rt::unwrap(rt::fields(&context_1, &["entry"], true)?),
+            ];
+            rt::object!(["tool", "echo"], values)
         })
     }
     /// ```jsonata
@@ -1879,10 +1892,11 @@ mod __mcpg_native {
         let data = &rt::input(input);
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
-            let mut object = rt::Object::with_capacity(2usize);
-            object.pair("tool", rt::lit!("Graph"));
-            object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
-            object.finish()
+            let values = [
+                rt::lit!("Graph"),
+                rt::unwrap(rt::fields(&context_1, &["entry"], true)?),
+            ];
+            rt::object!(["tool", "echo"], values)
         })
     }
     /// ```jsonata
@@ -1896,10 +1910,11 @@ mod __mcpg_native {
         let data = &rt::input(input);
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
-            let mut object = rt::Object::with_capacity(2usize);
-            object.pair("tool", rt::lit!("engine"));
-            object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
-            object.finish()
+            let values = [
+                rt::lit!("engine"),
+                rt::unwrap(rt::fields(&context_1, &["entry"], true)?),
+            ];
+            rt::object!(["tool", "echo"], values)
         })
     }
     /// ```jsonata
@@ -1913,10 +1928,11 @@ mod __mcpg_native {
         let data = &rt::input(input);
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
-            let mut object = rt::Object::with_capacity(2usize);
-            object.pair("tool", rt::lit!("GRAPH"));
-            object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
-            object.finish()
+            let values = [
+                rt::lit!("GRAPH"),
+                rt::unwrap(rt::fields(&context_1, &["entry"], true)?),
+            ];
+            rt::object!(["tool", "echo"], values)
         })
     }
 }

@@ -87,10 +87,11 @@ fn expr_0(
     let data = &rt::input(input);
     ::std::result::Result::Ok({
         let context_1 = rt::object_context(data);
-        let mut object = rt::Object::with_capacity(2usize);
-        object.pair("tool", rt::lit!("graph"));
-        object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
-        object.finish()
+        let values = [
+            rt::lit!("graph"),
+            rt::unwrap(rt::fields(&context_1, &["entry"], true)?),
+        ];
+        rt::object!(["tool", "echo"], values)
     })
 }
 /// ```jsonata
@@ -104,10 +105,11 @@ fn expr_1(
     let data = &rt::input(input);
     ::std::result::Result::Ok({
         let context_1 = rt::object_context(data);
-        let mut object = rt::Object::with_capacity(2usize);
-        object.pair("tool", rt::lit!("tools"));
-        object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
-        object.finish()
+        let values = [
+            rt::lit!("tools"),
+            rt::unwrap(rt::fields(&context_1, &["entry"], true)?),
+        ];
+        rt::object!(["tool", "echo"], values)
     })
 }
 /// ```jsonata
@@ -121,10 +123,11 @@ fn expr_2(
     let data = &rt::input(input);
     ::std::result::Result::Ok({
         let context_1 = rt::object_context(data);
-        let mut object = rt::Object::with_capacity(2usize);
-        object.pair("tool", rt::lit!("new"));
-        object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
-        object.finish()
+        let values = [
+            rt::lit!("new"),
+            rt::unwrap(rt::fields(&context_1, &["entry"], true)?),
+        ];
+        rt::object!(["tool", "echo"], values)
     })
 }
 /// ```jsonata
@@ -138,10 +141,11 @@ fn expr_3(
     let data = &rt::input(input);
     ::std::result::Result::Ok({
         let context_1 = rt::object_context(data);
-        let mut object = rt::Object::with_capacity(2usize);
-        object.pair("tool", rt::lit!("sumToN"));
-        object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
-        object.finish()
+        let values = [
+            rt::lit!("sumToN"),
+            rt::unwrap(rt::fields(&context_1, &["entry"], true)?),
+        ];
+        rt::object!(["tool", "echo"], values)
     })
 }
 /// ```jsonata
@@ -155,10 +159,11 @@ fn expr_4(
     let data = &rt::input(input);
     ::std::result::Result::Ok({
         let context_1 = rt::object_context(data);
-        let mut object = rt::Object::with_capacity(2usize);
-        object.pair("tool", rt::lit!("a-b"));
-        object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
-        object.finish()
+        let values = [
+            rt::lit!("a-b"),
+            rt::unwrap(rt::fields(&context_1, &["entry"], true)?),
+        ];
+        rt::object!(["tool", "echo"], values)
     })
 }
 /// ```jsonata
@@ -172,10 +177,11 @@ fn expr_5(
     let data = &rt::input(input);
     ::std::result::Result::Ok({
         let context_1 = rt::object_context(data);
-        let mut object = rt::Object::with_capacity(2usize);
-        object.pair("tool", rt::lit!("a_b"));
-        object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
-        object.finish()
+        let values = [
+            rt::lit!("a_b"),
+            rt::unwrap(rt::fields(&context_1, &["entry"], true)?),
+        ];
+        rt::object!(["tool", "echo"], values)
     })
 }
 /// ```jsonata
@@ -189,10 +195,11 @@ fn expr_6(
     let data = &rt::input(input);
     ::std::result::Result::Ok({
         let context_1 = rt::object_context(data);
-        let mut object = rt::Object::with_capacity(2usize);
-        object.pair("tool", rt::lit!("serve_stdio"));
-        object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
-        object.finish()
+        let values = [
+            rt::lit!("serve_stdio"),
+            rt::unwrap(rt::fields(&context_1, &["entry"], true)?),
+        ];
+        rt::object!(["tool", "echo"], values)
     })
 }
 /// ```jsonata
@@ -206,10 +213,11 @@ fn expr_7(
     let data = &rt::input(input);
     ::std::result::Result::Ok({
         let context_1 = rt::object_context(data);
-        let mut object = rt::Object::with_capacity(2usize);
-        object.pair("tool", rt::lit!("HTTPServer"));
-        object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
-        object.finish()
+        let values = [
+            rt::lit!("HTTPServer"),
+            rt::unwrap(rt::fields(&context_1, &["entry"], true)?),
+        ];
+        rt::object!(["tool", "echo"], values)
     })
 }
 /// ```jsonata
@@ -223,10 +231,11 @@ fn expr_8(
     let data = &rt::input(input);
     ::std::result::Result::Ok({
         let context_1 = rt::object_context(data);
-        let mut object = rt::Object::with_capacity(2usize);
-        object.pair("tool", rt::lit!("call_json"));
-        object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
-        object.finish()
+        let values = [
+            rt::lit!("call_json"),
+            rt::unwrap(rt::fields(&context_1, &["entry"], true)?),
+        ];
+        rt::object!(["tool", "echo"], values)
     })
 }
 /// ```jsonata
@@ -240,10 +249,11 @@ fn expr_9(
     let data = &rt::input(input);
     ::std::result::Result::Ok({
         let context_1 = rt::object_context(data);
-        let mut object = rt::Object::with_capacity(2usize);
-        object.pair("tool", rt::lit!("main"));
-        object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
-        object.finish()
+        let values = [
+            rt::lit!("main"),
+            rt::unwrap(rt::fields(&context_1, &["entry"], true)?),
+        ];
+        rt::object!(["tool", "echo"], values)
     })
 }
 /// ```jsonata
@@ -257,10 +267,11 @@ fn expr_10(
     let data = &rt::input(input);
     ::std::result::Result::Ok({
         let context_1 = rt::object_context(data);
-        let mut object = rt::Object::with_capacity(2usize);
-        object.pair("tool", rt::lit!("self"));
-        object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
-        object.finish()
+        let values = [
+            rt::lit!("self"),
+            rt::unwrap(rt::fields(&context_1, &["entry"], true)?),
+        ];
+        rt::object!(["tool", "echo"], values)
     })
 }
 /// ```jsonata
@@ -274,10 +285,11 @@ fn expr_11(
     let data = &rt::input(input);
     ::std::result::Result::Ok({
         let context_1 = rt::object_context(data);
-        let mut object = rt::Object::with_capacity(2usize);
-        object.pair("tool", rt::lit!("type"));
-        object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
-        object.finish()
+        let values = [
+            rt::lit!("type"),
+            rt::unwrap(rt::fields(&context_1, &["entry"], true)?),
+        ];
+        rt::object!(["tool", "echo"], values)
     })
 }
 /// ```jsonata
@@ -291,10 +303,11 @@ fn expr_12(
     let data = &rt::input(input);
     ::std::result::Result::Ok({
         let context_1 = rt::object_context(data);
-        let mut object = rt::Object::with_capacity(2usize);
-        object.pair("tool", rt::lit!("9lives"));
-        object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
-        object.finish()
+        let values = [
+            rt::lit!("9lives"),
+            rt::unwrap(rt::fields(&context_1, &["entry"], true)?),
+        ];
+        rt::object!(["tool", "echo"], values)
     })
 }
 /// ```jsonata
@@ -308,10 +321,11 @@ fn expr_13(
     let data = &rt::input(input);
     ::std::result::Result::Ok({
         let context_1 = rt::object_context(data);
-        let mut object = rt::Object::with_capacity(2usize);
-        object.pair("tool", rt::lit!("Graph"));
-        object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
-        object.finish()
+        let values = [
+            rt::lit!("Graph"),
+            rt::unwrap(rt::fields(&context_1, &["entry"], true)?),
+        ];
+        rt::object!(["tool", "echo"], values)
     })
 }
 /// ```jsonata
@@ -325,10 +339,11 @@ fn expr_14(
     let data = &rt::input(input);
     ::std::result::Result::Ok({
         let context_1 = rt::object_context(data);
-        let mut object = rt::Object::with_capacity(2usize);
-        object.pair("tool", rt::lit!("engine"));
-        object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
-        object.finish()
+        let values = [
+            rt::lit!("engine"),
+            rt::unwrap(rt::fields(&context_1, &["entry"], true)?),
+        ];
+        rt::object!(["tool", "echo"], values)
     })
 }
 /// ```jsonata
@@ -342,9 +357,10 @@ fn expr_15(
     let data = &rt::input(input);
     ::std::result::Result::Ok({
         let context_1 = rt::object_context(data);
-        let mut object = rt::Object::with_capacity(2usize);
-        object.pair("tool", rt::lit!("GRAPH"));
-        object.pair("echo", rt::unwrap(rt::fields(&context_1, &["entry"], true)?));
-        object.finish()
+        let values = [
+            rt::lit!("GRAPH"),
+            rt::unwrap(rt::fields(&context_1, &["entry"], true)?),
+        ];
+        rt::object!(["tool", "echo"], values)
     })
 }

@@ -65,28 +65,25 @@ fn expr_0(
         ) {
             {
                 let context_1 = rt::object_context(data);
-                let mut object = rt::Object::with_capacity(3usize);
-                object.pair("counter", rt::JValue::Number(1f64));
-                object.pair("sum", rt::JValue::Number(1f64));
-                object
-                    .pair(
-                        "target",
-                        rt::unwrap(rt::fields(&context_1, &["entry_sum", "n"], true)?),
-                    );
-                object.finish()
+                let values = [
+                    rt::JValue::Number(1f64),
+                    rt::JValue::Number(1f64),
+                    rt::unwrap(rt::fields(&context_1, &["entry_sum", "n"], true)?),
+                ];
+                rt::object!(["counter", "sum", "target"], values)
             }
         } else {
             {
                 let context_2 = rt::object_context(data);
-                let mut object = rt::Object::with_capacity(3usize);
-                object
-                    .pair(
-                        "counter",
-                        rt::arith(
-                            rt::Arith::Add,
-                            &rt::unwrap(
-                                rt::fields_after(
-                                    rt::first_step(
+                let step_0 = ::std::cell::OnceCell::<rt::JValue>::new();
+                let values = [
+                    rt::arith(
+                        rt::Arith::Add,
+                        &rt::unwrap(
+                            rt::fields_after(
+                                rt::memo(
+                                    &step_0,
+                                    || rt::first_step(
                                         &context_2,
                                         false,
                                         |item_2| ::std::result::Result::Ok(
@@ -101,23 +98,22 @@ fn expr_0(
                                                 },
                                             )?,
                                         ),
-                                    )?,
-                                    &["counter"],
+                                    ),
                                 )?,
-                            ),
-                            &rt::JValue::Number(1f64),
-                        )?,
-                    );
-                object
-                    .pair(
-                        "sum",
-                        rt::arith(
+                                &["counter"],
+                            )?,
+                        ),
+                        &rt::JValue::Number(1f64),
+                    )?,
+                    rt::arith(
+                        rt::Arith::Add,
+                        &rt::arith(
                             rt::Arith::Add,
-                            &rt::arith(
-                                rt::Arith::Add,
-                                &rt::unwrap(
-                                    rt::fields_after(
-                                        rt::first_step(
+                            &rt::unwrap(
+                                rt::fields_after(
+                                    rt::memo(
+                                        &step_0,
+                                        || rt::first_step(
                                             &context_2,
                                             false,
                                             |item_3| ::std::result::Result::Ok(
@@ -132,13 +128,16 @@ fn expr_0(
                                                     },
                                                 )?,
                                             ),
-                                        )?,
-                                        &["sum"],
+                                        ),
                                     )?,
-                                ),
-                                &rt::unwrap(
-                                    rt::fields_after(
-                                        rt::first_step(
+                                    &["sum"],
+                                )?,
+                            ),
+                            &rt::unwrap(
+                                rt::fields_after(
+                                    rt::memo(
+                                        &step_0,
+                                        || rt::first_step(
                                             &context_2,
                                             false,
                                             |item_4| ::std::result::Result::Ok(
@@ -153,20 +152,17 @@ fn expr_0(
                                                     },
                                                 )?,
                                             ),
-                                        )?,
-                                        &["counter"],
+                                        ),
                                     )?,
-                                ),
-                            )?,
-                            &rt::JValue::Number(1f64),
+                                    &["counter"],
+                                )?,
+                            ),
                         )?,
-                    );
-                object
-                    .pair(
-                        "target",
-                        rt::unwrap(rt::fields(&context_2, &["entry_sum", "n"], true)?),
-                    );
-                object.finish()
+                        &rt::JValue::Number(1f64),
+                    )?,
+                    rt::unwrap(rt::fields(&context_2, &["entry_sum", "n"], true)?),
+                ];
+                rt::object!(["counter", "sum", "target"], values)
             }
         },
     )
@@ -208,13 +204,10 @@ fn expr_3(
     let data = &rt::input(input);
     ::std::result::Result::Ok({
         let context_1 = rt::object_context(data);
-        let mut object = rt::Object::with_capacity(1usize);
-        object
-            .pair(
-                "sum",
-                rt::unwrap(rt::fields(&context_1, &["increment_node", "sum"], true)?),
-            );
-        object.finish()
+        let values = [
+            rt::unwrap(rt::fields(&context_1, &["increment_node", "sum"], true)?),
+        ];
+        rt::object!(["sum"], values)
     })
 }
 /// ```jsonata
