@@ -296,7 +296,7 @@ const CATALOGUE: &[&str] = &[
     // once for the whole input), whatever the input; an undefined value among the keys.
     r#"{"x": $nodeExecution("n1", -1).a, "y": $nodeExecution("n1", -1).list.a, "z": $nodeExecution("n1", 0).a}"#,
     r#"{"o": {"p": $nodeExecution("n1", -1).a, "q": c}, "r": $nodeExecution("n1", -1).list, "s": $nodeExecution("n1", -1).a}"#,
-    r#"($nodeExecution("n1", -1).list.a + $nodeExecution("n1", -1).a) & {"t": $nodeExecution("n1", -1).list.a}.t"#,
+    r#"[$nodeExecution("n1", -1).a, {"t": $nodeExecution("n1", -1).list.a, "u": $nodeExecution("n1", -1).a}, $nodeExecution("n1", -1).list]"#,
     r#"{"a": 1, "b": c, "d": $previousNode().a, "e": $previousNode().a}"#,
     // Built-in functions.
     "$string(a)",
