@@ -211,10 +211,7 @@ pub fn function(ast: &AstNode) -> Result<TokenStream, Unsupported> {
         steps: 0,
     };
     let data = format_ident!("data");
-    let data_tokens = quote!(#data);
-    emitter.scopes.push(Scope::new(&data_tokens));
-    let value = emitter.node(ast, &data_tokens)?;
-    let steps = emitter.scopes.pop().map(Scope::cells).unwrap_or_default();
+    let (value, steps) = emitter.scoped(&quote!(#data), |emitter, data| emitter.node(ast, data))?;
     let rt = rt();
     let calls = (0..emitter.calls.len()).map(|i| format_ident!("call_{i}"));
     Ok(quote! {
@@ -687,6 +684,19 @@ impl Emitter {
         })
     }
 
+    /// `emit` with `data` a new scope's context, and the cells the scope's kept first steps
+    /// need (declared by the caller beside the context).
+    fn scoped<T>(
+        &mut self,
+        data: &TokenStream,
+        emit: impl FnOnce(&mut Self, &TokenStream) -> Result<T, Unsupported>,
+    ) -> Result<(T, Vec<proc_macro2::Ident>), Unsupported> {
+        self.scopes.push(Scope::new(data));
+        let emitted = emit(self, data);
+        let scope = self.scopes.pop().expect("pushed above");
+        Ok((emitted?, scope.cells()))
+    }
+
     /// The cell keeping the first step `call` over `data`, when `call` is a history call with
     /// literal arguments and `data` a scope's context (see [`Scope`]).
     fn kept_step(&mut self, call: &AstNode, data: &TokenStream) -> Option<proc_macro2::Ident> {
@@ -727,19 +737,12 @@ impl Emitter {
         }
         self.contexts += 1;
         let context = format_ident!("context_{}", self.contexts);
-        let inner = quote!(&#context);
-        self.scopes.push(Scope::new(&inner));
-        let mut values = Vec::with_capacity(pairs.len());
-        for (_, value) in pairs {
-            match self.node(value, &inner) {
-                Ok(value) => values.push(value),
-                Err(why) => {
-                    self.scopes.pop();
-                    return Err(why);
-                }
-            }
-        }
-        let steps = self.scopes.pop().map(Scope::cells).unwrap_or_default();
+        let (values, steps) = self.scoped(&quote!(&#context), |emitter, inner| {
+            pairs
+                .iter()
+                .map(|(_, value)| emitter.node(value, inner))
+                .collect::<Result<Vec<_>, _>>()
+        })?;
         Ok(quote! {{
             let #context = #rt::object_context(#data);
             #(let #steps = ::std::cell::OnceCell::<#rt::JValue>::new();)*

@@ -132,12 +132,7 @@ pub fn once(
     cell: &std::cell::OnceCell<JValue>,
     call: impl FnOnce() -> Result<JValue, Error>,
 ) -> Result<JValue, Error> {
-    if let Some(value) = cell.get() {
-        return Ok(value.clone());
-    }
-    let value = unwrap(call()?);
-    let _ = cell.set(value.clone());
-    Ok(value)
+    memo(cell, || Ok(unwrap(call()?)))
 }
 
 /// A value every use of which in one evaluation of its scope is the same (the first step of a
