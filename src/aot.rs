@@ -271,9 +271,10 @@ fn manifest(description: String, bin: String, runtime_path: String) -> Manifest 
             ),
         ]),
         // Its own workspace, even when emitted inside another project. The runtime in `vendor`
-        // (a copy for `emit`, a link to the cache's shared copy for `build`) is not a member: a member's
-        // optional dependencies (`graph!`, the compiler's code generation) would go into the lock
-        // file, which then differs from the cache's, and `--locked` refuses one or the other.
+        // (a copy for `emit`, a link to the cache's shared copy for `build`) is not a member: a
+        // member's optional dependencies (`graph!`, the compiler's code generation) would go
+        // into the lock file, which then differs from the cache's, and `--locked` refuses one or
+        // the other.
         workspace: BTreeMap::from([
             ("members", Vec::new()),
             ("exclude", vec!["vendor".to_string()]),
