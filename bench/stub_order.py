@@ -10,15 +10,16 @@ x86_64-unknown-linux-gnu) puts those functions side by side at the start of the 
 How: build mcpgraph as a user does (the release profile, as it is: symbol names carry a hash of
 the profile, so only this build's names match), link the two binaries once more with their
 symbol tables (`-C strip=none`: the dependencies are not rebuilt, so their names are the release
-build's), build servers from the stub and with `--native` (in a cache of the script's own,
-target/stub-order/cache; their crates' names differ from the stub's, and one list serves both),
+build's), build servers from the stub, with `--native` and with `--small` (in a cache of the script's own,
+target/stub-order/cache; their crates' names differ from the stub's, `--small`'s from both, and
+one list serves all three),
 run them and `mcpgraph serve` under valgrind's callgrind over stdio and HTTP, and list every
 function of the binaries that ran, in the order callgrind first names them. Functions renamed or
 added since are simply not in the list (the linker ignores names it does not find): rerun this
 after a dependency or the toolchain changes, or when the bench's memory rows grow.
 
 Needs valgrind (`apt-get install valgrind`). About fifteen minutes the first time (the release
-build, the cache's dependencies), two or three after.
+build, the cache's dependencies), six or seven after (`--small` optimises the whole program twice).
 """
 
 import functools
@@ -103,9 +104,10 @@ def http_session(command):
     drain.join(timeout=10)
 
 
-def unstripped_native(cache, built, env):
+def unstripped_native(cache, built, env, profile="release"):
     """The `--native` server at `built` linked once more with its symbol table, from the crate
-    its build left in `cache` (the one whose binary is `built`'s name, written last)."""
+    its build left in `cache` (the one whose binary is `built`'s name, written last), built with
+    cargo's `profile` (`small` for `--small`)."""
     name = os.path.basename(built)
     with open(built, "rb") as f:
         wanted = f.read()
@@ -116,13 +118,13 @@ def unstripped_native(cache, built, env):
         found = re.search(r'\[\[bin\]\]\nname = "([^"]+)"', manifest)
         if not found:
             continue
-        binary = os.path.join(cache, "target", "release", found.group(1))
+        binary = os.path.join(cache, "target", profile, found.group(1))
         if not os.path.exists(binary):
             continue
         with open(binary, "rb") as f:
             if f.read() != wanted:
                 continue
-        subprocess.run(["cargo", "rustc", "--release", "--locked", "--manifest-path",
+        subprocess.run(["cargo", "rustc", "--profile", profile, "--locked", "--manifest-path",
                         os.path.join(crate, "Cargo.toml"), "--target-dir",
                         os.path.join(cache, "target"), "--bin", found.group(1), "--", "-C",
                         "strip=none"], check=True, env=env)
@@ -175,6 +177,13 @@ def main():
                             built], check=True, env=native_env,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             natives[name] = unstripped_native(cache, built, native_env)
+        # `--small`: another profile (fat LTO, `opt-level = "s"`), so other names again. Its
+        # build and the relink with symbols each optimise the whole program: minutes.
+        built = os.path.join(work, "transform-small")
+        subprocess.run([os.path.join(RELEASE, "mcpgraph"), "build", "--small", TRANSFORM, "-o",
+                        built], check=True, env=native_env,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        natives["small"] = unstripped_native(cache, built, native_env, "small")
         profiles = []
 
         def traced(label):
@@ -194,6 +203,8 @@ def main():
                       {"value": "hello"}, {"result": "hello"})
         stdio_session(traced("loop-native") + [natives["loop"]], "sum_to_n", {"n": 20},
                       {"sum": 210})
+        stdio_session(traced("transform-small") + [natives["small"]], "echo_value",
+                      {"value": "hello"}, {"result": "hello"})
         # Only the binaries' own functions: not libc's, which the dynamic linker places.
         defined = set()
         for binary in (stub, mcpgraph, *natives.values()):
