@@ -10,13 +10,13 @@ x86_64-unknown-linux-gnu) puts those functions side by side at the start of the 
 How: build mcpgraph as a user does (the release profile, as it is: symbol names carry a hash of
 the profile, so only this build's names match), link the two binaries once more with their
 symbol tables (`-C strip=none`: the dependencies are not rebuilt, so their names are the release
-build's), build servers from the stub, with `--native` and with `--small` (in a cache of the script's own,
-target/stub-order/cache; their crates' names differ from the stub's, `--small`'s from both, and
-one list serves all three),
-run them and `mcpgraph serve` under valgrind's callgrind over stdio and HTTP, and list every
-function of the binaries that ran, in the order callgrind first names them. Functions renamed or
-added since are simply not in the list (the linker ignores names it does not find): rerun this
-after a dependency or the toolchain changes, or when the bench's memory rows grow.
+build's), build servers from the stub, with `--native` and with `--small` (in a cache of the
+script's own, target/stub-order/cache; their crates' names differ from the stub's, `--small`'s
+from both, and one list serves all three), run them and `mcpgraph serve` under valgrind's
+callgrind over stdio and HTTP, and list every function of the binaries that ran, in the order
+callgrind first names them. Functions renamed or added since are simply not in the list (the
+linker ignores names it does not find): rerun this after a dependency or the toolchain changes,
+or when the bench's memory rows grow.
 
 Needs valgrind (`apt-get install valgrind`). About fifteen minutes the first time (the release
 build, the cache's dependencies), six or seven after (`--small` optimises the whole program twice).
