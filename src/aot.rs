@@ -113,6 +113,9 @@ fn place_vendor(dir: &Path, vendor_at: &VendorAt) -> std::io::Result<String> {
             Ok(INSIDE.into())
         }
         VendorAt::Shared(shared) => {
+            // A relative cache (`MCPGRAPH_CACHE_DIR=cache`) would name another place from the
+            // crate's directory, where both the link and the manifest are read.
+            let shared = &std::path::absolute(shared)?;
             write_vendor(shared)?;
             #[cfg(unix)]
             {
@@ -406,6 +409,19 @@ mod tests {
                 );
             }
         }
+        // A relative cache: the link names the shared copy wherever it is read from.
+        let relative = PathBuf::from(format!("target/mcpgraph-vendor-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&relative);
+        let at = VendorAt::Shared(relative.join("vendor/0.1.0"));
+        std::fs::create_dir_all(relative.join("crates/x")).unwrap();
+        place_vendor(&relative.join("crates/x"), &at).unwrap();
+        assert!(
+            relative
+                .join("crates/x/vendor/mcpgraph-runtime/Cargo.toml")
+                .is_file()
+        );
+        std::fs::remove_dir_all(&relative).unwrap();
+
         assert_eq!(
             place_vendor(&root.join("emitted"), &VendorAt::Inside).unwrap(),
             "vendor/mcpgraph-runtime"
