@@ -556,29 +556,7 @@ fn concat(args: &[JValue], cap: u64) -> HostFnResult {
     if bytes > cap {
         return Err(too_large(cap, "the result of &", bytes));
     }
-    let mut out = concat_string(a)?;
-    out.push_str(&concat_string(b)?);
-    Ok(JValue::string(out))
-}
-
-/// One side of `&`, as jsonata-core's evaluator converts it.
-fn concat_string(value: &JValue) -> Result<String, EvaluatorError> {
-    match value {
-        JValue::String(s) => Ok(s.to_string()),
-        JValue::Undefined => Ok(String::new()),
-        JValue::Null
-        | JValue::Number(_)
-        | JValue::Bool(_)
-        | JValue::Array(_)
-        | JValue::Object(_) => match jsonata_core::functions::string::string(value, None) {
-            Ok(JValue::String(s)) => Ok(s.to_string()),
-            Ok(JValue::Null) => Ok(String::new()),
-            _ => Err(EvaluatorError::TypeError(
-                "Cannot concatenate complex types".to_string(),
-            )),
-        },
-        _ => Ok(String::new()),
-    }
+    crate::native::concat(a, b)
 }
 
 /// `$distinct(x)` as jsonata-core answers it (its `distinct` arm and `values_equal`): strings,

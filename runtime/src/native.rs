@@ -336,13 +336,15 @@ pub fn order(op: Order, left: &JValue, right: &JValue) -> Result<JValue, Evaluat
     }))
 }
 
-/// `a & b`: each side as `$string` casts it, undefined as "".
+/// `a & b`: each side as `$string` casts it, undefined as "". The interpreter's host `&`
+/// (jsonata.rs) is this after its size check.
 pub fn concat(left: &JValue, right: &JValue) -> Result<JValue, EvaluatorError> {
     let mut out = concat_string(left)?;
     out.push_str(&concat_string(right)?);
     Ok(JValue::string(out))
 }
 
+/// One side of `&`, as jsonata-core's evaluator converts it.
 fn concat_string(value: &JValue) -> Result<String, EvaluatorError> {
     match value {
         JValue::String(s) => Ok(s.to_string()),
