@@ -77,7 +77,23 @@ struct ProfileToml {
     lto: Option<&'static str>,
     #[serde(rename = "codegen-units", skip_serializing_if = "Option::is_none")]
     codegen_units: Option<u32>,
+    /// Per-package settings: [`ONE_UNIT`].
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    package: BTreeMap<&'static str, PackageProfile>,
 }
+
+#[derive(Serialize)]
+struct PackageProfile {
+    #[serde(rename = "codegen-units")]
+    codegen_units: u32,
+}
+
+/// The packages a release build compiles in one codegen unit each, as mcpgraph's own workspace
+/// does (its Cargo.toml): the runtime and the compiler. In several units, LLVM renames the
+/// functions one unit calls in another (`.llvm.<hash>` of the unit's code), so any change to the
+/// runtime renamed a few hundred of the functions src/stub.order lists; in one unit their names
+/// change only with the functions themselves (docs/build.md "Where it applies").
+const ONE_UNIT: [&str; 2] = ["mcpgraph-compiler", "mcpgraph-runtime"];
 
 #[derive(Serialize)]
 #[serde(untagged)]
@@ -259,6 +275,10 @@ fn manifest(description: String, bin: String, runtime_path: String) -> Manifest 
                     strip: true,
                     lto: None,
                     codegen_units: None,
+                    package: ONE_UNIT
+                        .iter()
+                        .map(|name| (*name, PackageProfile { codegen_units: 1 }))
+                        .collect(),
                 },
             ),
             (
@@ -270,6 +290,7 @@ fn manifest(description: String, bin: String, runtime_path: String) -> Manifest 
                     strip: true,
                     lto: Some("fat"),
                     codegen_units: Some(1),
+                    package: BTreeMap::new(),
                 },
             ),
         ]),
