@@ -446,7 +446,8 @@ def stale_layout():
     `Cargo.lock` or the toolchain file renames part of the functions it lists (docs/build.md
     "Where it applies"; the runtime's own, in one codegen unit, keep their names), and the
     memory rows then grow. Judged by git: a commit touching them after the list's last one, or
-    an uncommitted change to them."""
+    an uncommitted change to them. Not seen: new runtime code that every call runs, which the
+    list lacks until it is written again."""
     paths = ["Cargo.lock", "rust-toolchain.toml"]
     git = lambda *args: subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     if not git("rev-parse", "--git-dir"):

@@ -394,6 +394,41 @@ pub fn is_static_elf(bytes: &[u8]) -> Result<bool, String> {
 mod tests {
     use super::*;
 
+    /// mcpgraph's own release profile compiles in one codegen unit exactly the packages the
+    /// generated crates' manifest names ([`ONE_UNIT`]), and scripts/test builds the same ones in
+    /// cargo's default units: three places that name one list.
+    #[test]
+    fn the_workspace_compiles_the_generated_crates_one_unit_packages_alike() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let text =
+            std::fs::read_to_string(root.join("Cargo.toml")).expect("the workspace manifest");
+        let manifest: toml::Table = text.parse().expect("a manifest");
+        let packages = manifest["profile"]["release"]["package"]
+            .as_table()
+            .expect("[profile.release.package]");
+        let mut one_unit: Vec<&str> = packages
+            .iter()
+            .filter(|(_, settings)| {
+                settings
+                    .get("codegen-units")
+                    .and_then(toml::Value::as_integer)
+                    == Some(1)
+            })
+            .map(|(name, _)| name.as_str())
+            .collect();
+        one_unit.sort_unstable();
+        let mut expected = ONE_UNIT.to_vec();
+        expected.sort_unstable();
+        assert_eq!(one_unit, expected);
+        let script = std::fs::read_to_string(root.join("scripts/test")).expect("scripts/test");
+        for name in ONE_UNIT {
+            assert!(
+                script.contains(&format!("profile.release.package.{name}.codegen-units=16")),
+                "scripts/test builds {name} in the default units"
+            );
+        }
+    }
+
     /// A crate in the cache reaches the shared runtime through its own `vendor` link, so its
     /// manifest names the runtime inside the crate; whatever an older layout left there is
     /// replaced, and the shared copy is not touched by it.

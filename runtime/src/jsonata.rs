@@ -556,7 +556,7 @@ fn concat(args: &[JValue], cap: u64) -> HostFnResult {
     if bytes > cap {
         return Err(too_large(cap, "the result of &", bytes));
     }
-    crate::native::concat(a, b)
+    crate::value::concat(a, b)
 }
 
 /// `$distinct(x)` as jsonata-core answers it (its `distinct` arm and `values_equal`): strings,

@@ -336,33 +336,7 @@ pub fn order(op: Order, left: &JValue, right: &JValue) -> Result<JValue, Evaluat
     }))
 }
 
-/// `a & b`: each side as `$string` casts it, undefined as "". The interpreter's host `&`
-/// (jsonata.rs) is this after its size check.
-pub fn concat(left: &JValue, right: &JValue) -> Result<JValue, EvaluatorError> {
-    let mut out = concat_string(left)?;
-    out.push_str(&concat_string(right)?);
-    Ok(JValue::string(out))
-}
-
-/// One side of `&`, as jsonata-core's evaluator converts it.
-fn concat_string(value: &JValue) -> Result<String, EvaluatorError> {
-    match value {
-        JValue::String(s) => Ok(s.to_string()),
-        JValue::Undefined => Ok(String::new()),
-        JValue::Null
-        | JValue::Number(_)
-        | JValue::Bool(_)
-        | JValue::Array(_)
-        | JValue::Object(_) => match jsonata_core::functions::string::string(value, None) {
-            Ok(JValue::String(s)) => Ok(s.to_string()),
-            Ok(JValue::Null) => Ok(String::new()),
-            _ => Err(EvaluatorError::TypeError(
-                "Cannot concatenate complex types".to_string(),
-            )),
-        },
-        _ => Ok(String::new()),
-    }
-}
+pub use crate::value::concat;
 
 /// The context an object constructor's values are evaluated in: the top-level input array
 /// itself, the items of another array grouped into one context, any other value as is.

@@ -5,6 +5,7 @@
 //! the history); conversion happens only for tool arguments, downstream calls and results.
 
 use indexmap::IndexMap;
+use jsonata_core::evaluator::EvaluatorError;
 use jsonata_core::value::JValue;
 use serde_json::{Map, Number, Value};
 
@@ -223,6 +224,34 @@ fn write_js_json(value: &Value, out: &mut String) {
             out.push('}');
         }
         other => out.push_str(&other.to_string()),
+    }
+}
+
+/// `a & b`: each side as `$string` casts it, undefined as "". Compiled code calls it
+/// (native.rs); the interpreter's host `&` (jsonata.rs) calls it after its size check.
+pub fn concat(left: &JValue, right: &JValue) -> Result<JValue, EvaluatorError> {
+    let mut out = concat_string(left)?;
+    out.push_str(&concat_string(right)?);
+    Ok(JValue::string(out))
+}
+
+/// One side of `&`, as jsonata-core's evaluator converts it.
+fn concat_string(value: &JValue) -> Result<String, EvaluatorError> {
+    match value {
+        JValue::String(s) => Ok(s.to_string()),
+        JValue::Undefined => Ok(String::new()),
+        JValue::Null
+        | JValue::Number(_)
+        | JValue::Bool(_)
+        | JValue::Array(_)
+        | JValue::Object(_) => match jsonata_core::functions::string::string(value, None) {
+            Ok(JValue::String(s)) => Ok(s.to_string()),
+            Ok(JValue::Null) => Ok(String::new()),
+            _ => Err(EvaluatorError::TypeError(
+                "Cannot concatenate complex types".to_string(),
+            )),
+        },
+        _ => Ok(String::new()),
     }
 }
 
