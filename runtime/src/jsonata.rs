@@ -419,18 +419,14 @@ fn count_byte(haystack: &[u8], needle: u8) -> usize {
     }
     let mut count = 0;
     let mut lanes = [0u8; WIDTH];
-    let mut chunks = haystack.chunks_exact(WIDTH);
-    for (i, chunk) in (&mut chunks).enumerate() {
-        let Ok(chunk) = <&[u8; WIDTH]>::try_from(chunk) else {
-            unreachable!("chunks_exact gives whole chunks")
-        };
+    let (chunks, rest) = haystack.as_chunks::<WIDTH>();
+    for (i, chunk) in chunks.iter().enumerate() {
         add(&mut lanes, chunk, needle);
         if i % 255 == 254 {
             count += sum(&lanes);
             lanes = [0; WIDTH];
         }
     }
-    let rest = chunks.remainder();
     let mut last = [!needle; WIDTH];
     last[..rest.len()].copy_from_slice(rest);
     add(&mut lanes, &last, needle);
