@@ -389,48 +389,13 @@ fn count_split(args: &[JValue]) -> HostFnResult {
     match args {
         [JValue::String(s), JValue::String(separator)] if !separator.is_empty() => {
             let separators = match separator.as_bytes() {
-                [byte] => count_byte(s.as_bytes(), *byte),
+                [byte] => bytecount::count(s.as_bytes(), *byte),
                 _ => s.matches(&**separator).count(),
             };
             Ok(JValue::Number((separators + 1) as f64))
         }
         _ => unfused_count_split(args),
     }
-}
-
-/// How many times `needle` is in `haystack`, 32 bytes at a time: each byte's match is added to
-/// its own lane of a 32-byte counter, which the compiler turns into a vector compare and a
-/// vector add per 16 bytes, kept in registers; the lanes are summed every 255 chunks (before a
-/// lane can overflow) and at the end. The last partial chunk is padded with a byte that is not
-/// `needle`. Summing each chunk's matches as it was read (the way before) took longer: the
-/// JSONata micro-benchmark's `$count($split)` of 50 lines (1,189 bytes) went from 152 to 109 ns
-/// compiled and from 303 to 254 ns interpreted (four alternating runs, opt-level 3).
-fn count_byte(haystack: &[u8], needle: u8) -> usize {
-    const WIDTH: usize = 32;
-    // Inlined, so the counter stays in vector registers (a call per chunk kept it in memory).
-    #[inline(always)]
-    fn add(lanes: &mut [u8; WIDTH], chunk: &[u8; WIDTH], needle: u8) {
-        for (lane, byte) in lanes.iter_mut().zip(chunk) {
-            *lane = lane.wrapping_add(u8::from(*byte == needle));
-        }
-    }
-    fn sum(lanes: &[u8; WIDTH]) -> usize {
-        lanes.iter().map(|&lane| usize::from(lane)).sum()
-    }
-    let mut count = 0;
-    let mut lanes = [0u8; WIDTH];
-    let (chunks, rest) = haystack.as_chunks::<WIDTH>();
-    for (i, chunk) in chunks.iter().enumerate() {
-        add(&mut lanes, chunk, needle);
-        if i % 255 == 254 {
-            count += sum(&lanes);
-            lanes = [0; WIDTH];
-        }
-    }
-    let mut last = [!needle; WIDTH];
-    last[..rest.len()].copy_from_slice(rest);
-    add(&mut lanes, &last, needle);
-    count + sum(&lanes)
 }
 
 fn unfused_count_split(args: &[JValue]) -> HostFnResult {
@@ -839,54 +804,6 @@ mod tests {
         assert!(error.message.contains("$previousNode"), "{error}");
     }
 
-    /// The lane counter counts what a plain count does: every length up to three chunks and
-    /// lengths around the 255 chunks after which it sums its lanes, over random bytes with the
-    /// needle at three densities and in every byte, needles 0 and 255 included (the padding's
-    /// byte is the needle's complement).
-    #[test]
-    fn count_byte_counts_as_a_plain_count() {
-        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
-        let lengths = (0..100).chain([
-            255 * 32 - 1,
-            255 * 32,
-            255 * 32 + 1,
-            255 * 32 + 31,
-            255 * 64 + 40,
-            20_000,
-        ]);
-        for len in lengths {
-            for needle in [0u8, b'\n', 255] {
-                for density in [1u64, 4, 64] {
-                    let haystack: Vec<u8> = (0..len)
-                        .map(|_| {
-                            let r = next();
-                            if r % density == 0 {
-                                needle
-                            } else {
-                                (r >> 8) as u8
-                            }
-                        })
-                        .collect();
-                    let plain = haystack.iter().filter(|&&b| b == needle).count();
-                    assert_eq!(
-                        count_byte(&haystack, needle),
-                        plain,
-                        "{len} {needle} {density}"
-                    );
-                }
-            }
-            // Every byte the needle: the lanes reach 255 just before they are summed.
-            let all = vec![7u8; len];
-            assert_eq!(count_byte(&all, 7), len, "{len} all");
-        }
-    }
-
     /// The fused `$count($split(..))` answers as the unfused call does, errors included.
     #[test]
     fn fused_count_split_answers_as_the_original_call() {
@@ -894,7 +811,7 @@ mod tests {
             "lines": "a\nb\n\nc\n", "empty": "", "one": "abc", "emoji": "1💩2💩💩3",
             "n": 12345, "list": ["a\nb", "c"], "single": ["x\ny"], "obj": {"k": "v"},
             "nul": null, "t": true,
-            // Longer than the 32-byte chunks the fused count reads, with a remainder.
+            // Longer than the 32-byte chunks bytecount reads with AVX2, with a remainder.
             "long": (0..70).map(|i| format!("line {i} b")).collect::<Vec<_>>().join("\n"),
         }));
         let mut jsonata = Jsonata::new(None, Settings::default());
