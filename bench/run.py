@@ -613,7 +613,7 @@ def main():
     lines.append("")
     lines.append(build_block(build_fig))
     lines.append("")
-    lines.append("JSONata micro-benchmarks (ns per evaluation, pre-parsed expression; ours with the history functions registered, as in a run):")
+    lines.append("JSONata micro-benchmarks (ns per evaluation, pre-parsed expression; ours with the history functions registered, as in a run, interpreted and compiled taking turns in 10 rounds, each figure the median of its rounds):")
     lines.append("")
     lines.append("| expression | jsonata-js 2.2 (node) | mcpgraph interpreted (jsonata-core) | mcpgraph compiled (`--native`) | jsonata-js ÷ interpreted | interpreted ÷ compiled |")
     lines.append("|---|---:|---:|---:|---:|---:|")

@@ -1,7 +1,7 @@
 //! ns per evaluation of typical graph expressions through mcpgraph's JSONata layer (jsonata-core
 //! with the history functions registered, one evaluator reused as a run does), interpreted and
 //! compiled to Rust as `build --native` compiles them (`compiled_ns`, absent for an expression
-//! outside the compiled subset). The same cases run under node with jsonata-js
+//! outside the compiled subset), the two taking turns in rounds. The same cases run under node with jsonata-js
 //! (`bench/jsonata-bench.js`); `scripts/bench` compares them.
 
 mcpgraph_runtime::__private::compiled_expressions!("src/cases.json");
@@ -69,21 +69,33 @@ fn main() {
             }
             other => to_jvalue(other),
         };
-        let mut jsonata = Jsonata::new(Some(&history), Settings::default());
-        let (ns, iterations) = timed(&mut jsonata, &expr, &data, budget);
         let native = compiled::EXPRS
             .iter()
             .find(|(source, _)| *source == expr.source)
             .and_then(|(_, native)| *native);
-        let mut line = json!({"case": name, "ns": ns.round(), "iterations": iterations});
-        if let Some(native) = native {
-            let compiled = Expr {
-                native: Some(native),
-                ..expr.clone()
-            };
-            let mut jsonata = Jsonata::new(Some(&history), Settings::default());
-            let (ns, _) = timed(&mut jsonata, &compiled, &data, budget);
-            line["compiled_ns"] = json!(ns.round());
+        let compiled = native.map(|native| Expr {
+            native: Some(native),
+            ..expr.clone()
+        });
+        // The interpreted and the compiled evaluation take turns, ROUNDS rounds of a share of
+        // the budget each, and each figure is the median of its rounds: a slow phase of the
+        // machine then falls on both instead of on whichever ran during it.
+        let share = budget / ROUNDS;
+        let mut interpreted_jsonata = Jsonata::new(Some(&history), Settings::default());
+        let mut compiled_jsonata = Jsonata::new(Some(&history), Settings::default());
+        let (mut interpreted_ns, mut compiled_ns, mut iterations) = (vec![], vec![], 0);
+        for _ in 0..ROUNDS {
+            let (ns, n) = timed(&mut interpreted_jsonata, &expr, &data, share);
+            interpreted_ns.push(ns);
+            iterations += n;
+            if let Some(compiled) = &compiled {
+                compiled_ns.push(timed(&mut compiled_jsonata, compiled, &data, share).0);
+            }
+        }
+        let mut line =
+            json!({"case": name, "ns": median(interpreted_ns).round(), "iterations": iterations});
+        if compiled.is_some() {
+            line["compiled_ns"] = json!(median(compiled_ns).round());
         }
         println!("{line}");
     }
@@ -106,6 +118,14 @@ fn timed(jsonata: &mut Jsonata, expr: &Expr, data: &JValue, budget: Duration) ->
         started.elapsed().as_nanos() as f64 / iterations as f64,
         iterations,
     )
+}
+
+/// Rounds in which the interpreted and the compiled evaluation take turns.
+const ROUNDS: u32 = 10;
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
 }
 
 fn record(node: NodeId, output: JValue) -> Record {
