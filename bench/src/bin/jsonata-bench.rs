@@ -1,8 +1,8 @@
 //! ns per evaluation of typical graph expressions through mcpgraph's JSONata layer (jsonata-core
 //! with the history functions registered, one evaluator reused as a run does), interpreted and
 //! compiled to Rust as `build --native` compiles them (`compiled_ns`, absent for an expression
-//! outside the compiled subset), the two taking turns in rounds. The same cases run under node with jsonata-js
-//! (`bench/jsonata-bench.js`); `scripts/bench` compares them.
+//! outside the compiled subset), the two taking turns in rounds. The same cases run under node
+//! with jsonata-js (`bench/jsonata-bench.js`); `scripts/bench` compares them.
 
 mcpgraph_runtime::__private::compiled_expressions!("src/cases.json");
 
