@@ -13,7 +13,7 @@
 //! operator (`map`, `filter`, `reduce`, `all`, `some`, `none`), whose bodies read per-item data.
 
 use crate::expr::{HISTORY_FUNCTIONS, VALUE_BUILTINS};
-use crate::fuse::HOST_FUNCTIONS;
+use crate::fuse::{COUNT_SPLIT, HOST_FUNCTIONS};
 use crate::ir::{Graph, NodeKind, Template};
 use crate::logic::{Op, Rule, rule_key};
 use jsonata_core::ast::{AstNode, BinaryOp, PathStep, Stage, UnaryOp};
@@ -432,6 +432,23 @@ impl Emitter {
             }
             AstNode::Function { name, args, .. } if memoized_call(node).is_some() => {
                 self.history_call(name, args, data)?
+            }
+            AstNode::Function {
+                name,
+                args,
+                is_builtin: true,
+            } if name == COUNT_SPLIT
+                && matches!(
+                    args.as_slice(),
+                    [subject, AstNode::String(_)] if !matches!(subject, AstNode::Placeholder)
+                ) =>
+            {
+                // The fused count's separator is always a literal: passed as the text it is.
+                let [subject, AstNode::String(separator)] = args.as_slice() else {
+                    unreachable!("matched above")
+                };
+                let subject = self.node(subject, data)?;
+                quote!(#rt::unwrap(#rt::count_split(#subject, #separator)?))
             }
             AstNode::Function {
                 name,

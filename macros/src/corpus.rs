@@ -312,6 +312,14 @@ const CATALOGUE: &[&str] = &[
     r#"$join(list, ",")"#,
     "$keys($)",
     "$append(list, a)",
+    // The fused `$count($split(x, "sep"))` (compiled to a direct count), over strings and what
+    // is not one (the original call's answer or error), one-byte and longer separators.
+    r#"$count($split(s, "b"))"#,
+    r#"$count($split(s, "\n"))"#,
+    r#"$count($split(s, "ab"))"#,
+    r#"$count($split(list, ","))"#,
+    r#"$count($split(c, "é"))"#,
+    r#"$count($split($string(a), "."))"#,
 ];
 
 const NUMBERS: &[&str] = &[

@@ -388,14 +388,29 @@ fn interpreter(history: Option<&SharedHistory>, settings: &Settings) -> Evaluato
 fn count_split(args: &[JValue]) -> HostFnResult {
     match args {
         [JValue::String(s), JValue::String(separator)] if !separator.is_empty() => {
-            let separators = match separator.as_bytes() {
-                [byte] => bytecount::count(s.as_bytes(), *byte),
-                _ => s.matches(&**separator).count(),
-            };
-            Ok(JValue::Number((separators + 1) as f64))
+            Ok(count_pieces(s, separator))
         }
         _ => unfused_count_split(args),
     }
+}
+
+/// [`count_split`] as compiled code calls it, the fused call's literal separator given as it
+/// is: no call through the host by name, and no value made for the separator unless `subject`
+/// is not a string (the original call then needs it).
+pub(crate) fn count_split_literal(subject: JValue, separator: &str) -> HostFnResult {
+    match &subject {
+        JValue::String(s) if !separator.is_empty() => Ok(count_pieces(s, separator)),
+        _ => unfused_count_split(&[subject, JValue::string(separator)]),
+    }
+}
+
+/// How many pieces `$split(s, separator)` makes, without making them.
+fn count_pieces(s: &str, separator: &str) -> JValue {
+    let separators = match separator.as_bytes() {
+        [byte] => bytecount::count(s.as_bytes(), *byte),
+        _ => s.matches(separator).count(),
+    };
+    JValue::Number((separators + 1) as f64)
 }
 
 fn unfused_count_split(args: &[JValue]) -> HostFnResult {
