@@ -394,10 +394,10 @@ fn count_split(args: &[JValue]) -> HostFnResult {
     }
 }
 
-/// [`count_split`] as compiled code calls it, the fused call's literal separator given as it
-/// is: no call through the host by name, and no value made for the separator unless `subject`
-/// is not a string (the original call then needs it).
-pub(crate) fn count_split_literal(subject: JValue, separator: &str) -> HostFnResult {
+/// [`count_split`] as compiled code calls it (`rt::count_split`), the fused call's literal
+/// separator given as it is: no call through the host by name, and no value made for the
+/// separator unless `subject` is not a string (the original call then needs it).
+pub fn count_split_literal(subject: JValue, separator: &str) -> HostFnResult {
     match &subject {
         JValue::String(s) if !separator.is_empty() => Ok(count_pieces(s, separator)),
         _ => unfused_count_split(&[subject, JValue::string(separator)]),

@@ -663,12 +663,7 @@ pub use mcpgraph_compiler::logic::Op;
 /// The error of a compiled expression: jsonata-core's.
 pub type Error = EvaluatorError;
 
-/// The fused `$count($split(subject, "separator"))` (mcpgraph_compiler::fuse), its separator
-/// the literal of the source: the count the host's function makes, called directly.
-#[inline]
-pub fn count_split(subject: JValue, separator: &str) -> Result<JValue, Error> {
-    crate::jsonata::count_split_literal(subject, separator)
-}
+pub use crate::jsonata::count_split_literal as count_split;
 
 /// A JSON literal of a rule, as the interpreter reads it.
 pub fn json(text: &str) -> JValue {
