@@ -217,7 +217,7 @@ pub fn function(ast: &AstNode) -> Result<TokenStream, Unsupported> {
     Ok(quote! {
         #(let #calls = ::std::cell::OnceCell::<#rt::JValue>::new();)*
         #(let #steps = ::std::cell::OnceCell::<#rt::JValue>::new();)*
-        let #data = &#rt::input(input);
+        let #data: &#rt::JValue = &#rt::input(input);
         ::std::result::Result::Ok(#value)
     })
 }
@@ -578,6 +578,22 @@ impl Emitter {
                 | BinaryOp::Coalesce
         ) {
             return unsupported(format!("the operator {}", operator(op)));
+        }
+        // `=` and `!=` with a string literal compare with its text: no value is made for it,
+        // and it has no effect for the other side to be evaluated after.
+        if let BinaryOp::Equal | BinaryOp::NotEqual = op
+            && let Some((other, text)) = match (lhs, rhs) {
+                (other, AstNode::String(text)) | (AstNode::String(text), other) => {
+                    Some((other, text))
+                }
+                _ => None,
+            }
+        {
+            let other = self.node(other, data)?;
+            return Ok(match op {
+                BinaryOp::Equal => quote!(#rt::eq_str(&#other, #text)),
+                _ => quote!(#rt::ne_str(&#other, #text)),
+            });
         }
         let left = self.node(lhs, data)?;
         let right = self.node(rhs, data)?;

@@ -113,9 +113,15 @@ fn check_sequence_length(len: usize) -> Result<(), EvaluatorError> {
 }
 
 /// The input of a whole expression, as jsonata-core's `evaluate` sees it: an input array that
-/// is not a sequence is marked as the outer wrapper.
-pub fn input(data: &JValue) -> JValue {
-    data.clone().into_outer_wrapper()
+/// is not a sequence is marked as the outer wrapper. Any other input is itself, borrowed.
+#[inline]
+pub fn input(data: &JValue) -> Cow<'_, JValue> {
+    match data {
+        JValue::Array(arr) if !arr.sequence && !arr.outer_wrapper => {
+            Cow::Owned(data.clone().into_outer_wrapper())
+        }
+        _ => Cow::Borrowed(data),
+    }
 }
 
 /// What every node's value goes through in the tree-walker: a sequence of none is undefined,
@@ -272,6 +278,22 @@ pub fn ne(left: &JValue, right: &JValue) -> JValue {
         return JValue::Bool(false);
     }
     JValue::Bool(!jsonata_core::functions::array::values_equal(left, right))
+}
+
+/// `a = "text"` (or `"text" = a`): what [`eq`] gives with the literal's value.
+#[inline]
+pub fn eq_str(value: &JValue, text: &str) -> JValue {
+    JValue::Bool(matches!(value, JValue::String(s) if **s == *text))
+}
+
+/// `a != "text"` (or `"text" != a`): what [`ne`] gives with the literal's value.
+#[inline]
+pub fn ne_str(value: &JValue, text: &str) -> JValue {
+    match value {
+        JValue::Undefined => JValue::Bool(false),
+        JValue::String(s) => JValue::Bool(**s != *text),
+        _ => JValue::Bool(true),
+    }
 }
 
 /// An ordering operator of the source.

@@ -118,7 +118,7 @@ mod __mcpg_native {
         host: &mut dyn rt::NativeHost,
         input: &rt::JValue,
     ) -> ::std::result::Result<rt::JValue, rt::Error> {
-        let data = &rt::input(input);
+        let data: &rt::JValue = &rt::input(input);
         ::std::result::Result::Ok(
             rt::unwrap(rt::fields(data, &["entry", "formal"], false)?),
         )
@@ -131,7 +131,7 @@ mod __mcpg_native {
         host: &mut dyn rt::NativeHost,
         input: &rt::JValue,
     ) -> ::std::result::Result<rt::JValue, rt::Error> {
-        let data = &rt::input(input);
+        let data: &rt::JValue = &rt::input(input);
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
             let values = [
@@ -154,7 +154,7 @@ mod __mcpg_native {
         host: &mut dyn rt::NativeHost,
         input: &rt::JValue,
     ) -> ::std::result::Result<rt::JValue, rt::Error> {
-        let data = &rt::input(input);
+        let data: &rt::JValue = &rt::input(input);
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
             let values = [

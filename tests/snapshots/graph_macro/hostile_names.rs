@@ -1655,7 +1655,7 @@ mod __mcpg_native {
         host: &mut dyn rt::NativeHost,
         input: &rt::JValue,
     ) -> ::std::result::Result<rt::JValue, rt::Error> {
-        let data = &rt::input(input);
+        let data: &rt::JValue = &rt::input(input);
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
             let values = [
@@ -1673,7 +1673,7 @@ mod __mcpg_native {
         host: &mut dyn rt::NativeHost,
         input: &rt::JValue,
     ) -> ::std::result::Result<rt::JValue, rt::Error> {
-        let data = &rt::input(input);
+        let data: &rt::JValue = &rt::input(input);
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
             let values = [
@@ -1691,7 +1691,7 @@ mod __mcpg_native {
         host: &mut dyn rt::NativeHost,
         input: &rt::JValue,
     ) -> ::std::result::Result<rt::JValue, rt::Error> {
-        let data = &rt::input(input);
+        let data: &rt::JValue = &rt::input(input);
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
             let values = [
@@ -1709,7 +1709,7 @@ mod __mcpg_native {
         host: &mut dyn rt::NativeHost,
         input: &rt::JValue,
     ) -> ::std::result::Result<rt::JValue, rt::Error> {
-        let data = &rt::input(input);
+        let data: &rt::JValue = &rt::input(input);
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
             let values = [
@@ -1727,7 +1727,7 @@ mod __mcpg_native {
         host: &mut dyn rt::NativeHost,
         input: &rt::JValue,
     ) -> ::std::result::Result<rt::JValue, rt::Error> {
-        let data = &rt::input(input);
+        let data: &rt::JValue = &rt::input(input);
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
             let values = [
@@ -1745,7 +1745,7 @@ mod __mcpg_native {
         host: &mut dyn rt::NativeHost,
         input: &rt::JValue,
     ) -> ::std::result::Result<rt::JValue, rt::Error> {
-        let data = &rt::input(input);
+        let data: &rt::JValue = &rt::input(input);
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
             let values = [
@@ -1763,7 +1763,7 @@ mod __mcpg_native {
         host: &mut dyn rt::NativeHost,
         input: &rt::JValue,
     ) -> ::std::result::Result<rt::JValue, rt::Error> {
-        let data = &rt::input(input);
+        let data: &rt::JValue = &rt::input(input);
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
             let values = [
@@ -1781,7 +1781,7 @@ mod __mcpg_native {
         host: &mut dyn rt::NativeHost,
         input: &rt::JValue,
     ) -> ::std::result::Result<rt::JValue, rt::Error> {
-        let data = &rt::input(input);
+        let data: &rt::JValue = &rt::input(input);
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
             let values = [
@@ -1799,7 +1799,7 @@ mod __mcpg_native {
         host: &mut dyn rt::NativeHost,
         input: &rt::JValue,
     ) -> ::std::result::Result<rt::JValue, rt::Error> {
-        let data = &rt::input(input);
+        let data: &rt::JValue = &rt::input(input);
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
             let values = [
@@ -1817,7 +1817,7 @@ mod __mcpg_native {
         host: &mut dyn rt::NativeHost,
         input: &rt::JValue,
     ) -> ::std::result::Result<rt::JValue, rt::Error> {
-        let data = &rt::input(input);
+        let data: &rt::JValue = &rt::input(input);
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
             let values = [
@@ -1835,7 +1835,7 @@ mod __mcpg_native {
         host: &mut dyn rt::NativeHost,
         input: &rt::JValue,
     ) -> ::std::result::Result<rt::JValue, rt::Error> {
-        let data = &rt::input(input);
+        let data: &rt::JValue = &rt::input(input);
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
             let values = [
@@ -1853,7 +1853,7 @@ mod __mcpg_native {
         host: &mut dyn rt::NativeHost,
         input: &rt::JValue,
     ) -> ::std::result::Result<rt::JValue, rt::Error> {
-        let data = &rt::input(input);
+        let data: &rt::JValue = &rt::input(input);
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
             let values = [
@@ -1871,7 +1871,7 @@ mod __mcpg_native {
         host: &mut dyn rt::NativeHost,
         input: &rt::JValue,
     ) -> ::std::result::Result<rt::JValue, rt::Error> {
-        let data = &rt::input(input);
+        let data: &rt::JValue = &rt::input(input);
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
             let values = [
@@ -1889,7 +1889,7 @@ mod __mcpg_native {
         host: &mut dyn rt::NativeHost,
         input: &rt::JValue,
     ) -> ::std::result::Result<rt::JValue, rt::Error> {
-        let data = &rt::input(input);
+        let data: &rt::JValue = &rt::input(input);
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
             let values = [
@@ -1907,7 +1907,7 @@ mod __mcpg_native {
         host: &mut dyn rt::NativeHost,
         input: &rt::JValue,
     ) -> ::std::result::Result<rt::JValue, rt::Error> {
-        let data = &rt::input(input);
+        let data: &rt::JValue = &rt::input(input);
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
             let values = [
@@ -1925,7 +1925,7 @@ mod __mcpg_native {
         host: &mut dyn rt::NativeHost,
         input: &rt::JValue,
     ) -> ::std::result::Result<rt::JValue, rt::Error> {
-        let data = &rt::input(input);
+        let data: &rt::JValue = &rt::input(input);
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
             let values = [

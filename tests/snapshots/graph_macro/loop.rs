@@ -125,7 +125,7 @@ mod __mcpg_native {
     ) -> ::std::result::Result<rt::JValue, rt::Error> {
         let call_0 = ::std::cell::OnceCell::<rt::JValue>::new();
         let call_1 = ::std::cell::OnceCell::<rt::JValue>::new();
-        let data = &rt::input(input);
+        let data: &rt::JValue = &rt::input(input);
         ::std::result::Result::Ok(
             if rt::truthy(
                 &rt::eq(
@@ -251,7 +251,7 @@ mod __mcpg_native {
         host: &mut dyn rt::NativeHost,
         input: &rt::JValue,
     ) -> ::std::result::Result<rt::JValue, rt::Error> {
-        let data = &rt::input(input);
+        let data: &rt::JValue = &rt::input(input);
         ::std::result::Result::Ok(
             rt::unwrap(rt::fields(data, &["increment_node", "counter"], true)?),
         )
@@ -264,7 +264,7 @@ mod __mcpg_native {
         host: &mut dyn rt::NativeHost,
         input: &rt::JValue,
     ) -> ::std::result::Result<rt::JValue, rt::Error> {
-        let data = &rt::input(input);
+        let data: &rt::JValue = &rt::input(input);
         ::std::result::Result::Ok(
             rt::unwrap(rt::fields(data, &["increment_node", "target"], true)?),
         )
@@ -277,7 +277,7 @@ mod __mcpg_native {
         host: &mut dyn rt::NativeHost,
         input: &rt::JValue,
     ) -> ::std::result::Result<rt::JValue, rt::Error> {
-        let data = &rt::input(input);
+        let data: &rt::JValue = &rt::input(input);
         ::std::result::Result::Ok({
             let context_1 = rt::object_context(data);
             let values = [

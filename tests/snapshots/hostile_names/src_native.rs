@@ -84,7 +84,7 @@ fn expr_0(
     host: &mut dyn rt::NativeHost,
     input: &rt::JValue,
 ) -> ::std::result::Result<rt::JValue, rt::Error> {
-    let data = &rt::input(input);
+    let data: &rt::JValue = &rt::input(input);
     ::std::result::Result::Ok({
         let context_1 = rt::object_context(data);
         let values = [
@@ -102,7 +102,7 @@ fn expr_1(
     host: &mut dyn rt::NativeHost,
     input: &rt::JValue,
 ) -> ::std::result::Result<rt::JValue, rt::Error> {
-    let data = &rt::input(input);
+    let data: &rt::JValue = &rt::input(input);
     ::std::result::Result::Ok({
         let context_1 = rt::object_context(data);
         let values = [
@@ -120,7 +120,7 @@ fn expr_2(
     host: &mut dyn rt::NativeHost,
     input: &rt::JValue,
 ) -> ::std::result::Result<rt::JValue, rt::Error> {
-    let data = &rt::input(input);
+    let data: &rt::JValue = &rt::input(input);
     ::std::result::Result::Ok({
         let context_1 = rt::object_context(data);
         let values = [
@@ -138,7 +138,7 @@ fn expr_3(
     host: &mut dyn rt::NativeHost,
     input: &rt::JValue,
 ) -> ::std::result::Result<rt::JValue, rt::Error> {
-    let data = &rt::input(input);
+    let data: &rt::JValue = &rt::input(input);
     ::std::result::Result::Ok({
         let context_1 = rt::object_context(data);
         let values = [
@@ -156,7 +156,7 @@ fn expr_4(
     host: &mut dyn rt::NativeHost,
     input: &rt::JValue,
 ) -> ::std::result::Result<rt::JValue, rt::Error> {
-    let data = &rt::input(input);
+    let data: &rt::JValue = &rt::input(input);
     ::std::result::Result::Ok({
         let context_1 = rt::object_context(data);
         let values = [
@@ -174,7 +174,7 @@ fn expr_5(
     host: &mut dyn rt::NativeHost,
     input: &rt::JValue,
 ) -> ::std::result::Result<rt::JValue, rt::Error> {
-    let data = &rt::input(input);
+    let data: &rt::JValue = &rt::input(input);
     ::std::result::Result::Ok({
         let context_1 = rt::object_context(data);
         let values = [
@@ -192,7 +192,7 @@ fn expr_6(
     host: &mut dyn rt::NativeHost,
     input: &rt::JValue,
 ) -> ::std::result::Result<rt::JValue, rt::Error> {
-    let data = &rt::input(input);
+    let data: &rt::JValue = &rt::input(input);
     ::std::result::Result::Ok({
         let context_1 = rt::object_context(data);
         let values = [
@@ -210,7 +210,7 @@ fn expr_7(
     host: &mut dyn rt::NativeHost,
     input: &rt::JValue,
 ) -> ::std::result::Result<rt::JValue, rt::Error> {
-    let data = &rt::input(input);
+    let data: &rt::JValue = &rt::input(input);
     ::std::result::Result::Ok({
         let context_1 = rt::object_context(data);
         let values = [
@@ -228,7 +228,7 @@ fn expr_8(
     host: &mut dyn rt::NativeHost,
     input: &rt::JValue,
 ) -> ::std::result::Result<rt::JValue, rt::Error> {
-    let data = &rt::input(input);
+    let data: &rt::JValue = &rt::input(input);
     ::std::result::Result::Ok({
         let context_1 = rt::object_context(data);
         let values = [
@@ -246,7 +246,7 @@ fn expr_9(
     host: &mut dyn rt::NativeHost,
     input: &rt::JValue,
 ) -> ::std::result::Result<rt::JValue, rt::Error> {
-    let data = &rt::input(input);
+    let data: &rt::JValue = &rt::input(input);
     ::std::result::Result::Ok({
         let context_1 = rt::object_context(data);
         let values = [
@@ -264,7 +264,7 @@ fn expr_10(
     host: &mut dyn rt::NativeHost,
     input: &rt::JValue,
 ) -> ::std::result::Result<rt::JValue, rt::Error> {
-    let data = &rt::input(input);
+    let data: &rt::JValue = &rt::input(input);
     ::std::result::Result::Ok({
         let context_1 = rt::object_context(data);
         let values = [
@@ -282,7 +282,7 @@ fn expr_11(
     host: &mut dyn rt::NativeHost,
     input: &rt::JValue,
 ) -> ::std::result::Result<rt::JValue, rt::Error> {
-    let data = &rt::input(input);
+    let data: &rt::JValue = &rt::input(input);
     ::std::result::Result::Ok({
         let context_1 = rt::object_context(data);
         let values = [
@@ -300,7 +300,7 @@ fn expr_12(
     host: &mut dyn rt::NativeHost,
     input: &rt::JValue,
 ) -> ::std::result::Result<rt::JValue, rt::Error> {
-    let data = &rt::input(input);
+    let data: &rt::JValue = &rt::input(input);
     ::std::result::Result::Ok({
         let context_1 = rt::object_context(data);
         let values = [
@@ -318,7 +318,7 @@ fn expr_13(
     host: &mut dyn rt::NativeHost,
     input: &rt::JValue,
 ) -> ::std::result::Result<rt::JValue, rt::Error> {
-    let data = &rt::input(input);
+    let data: &rt::JValue = &rt::input(input);
     ::std::result::Result::Ok({
         let context_1 = rt::object_context(data);
         let values = [
@@ -336,7 +336,7 @@ fn expr_14(
     host: &mut dyn rt::NativeHost,
     input: &rt::JValue,
 ) -> ::std::result::Result<rt::JValue, rt::Error> {
-    let data = &rt::input(input);
+    let data: &rt::JValue = &rt::input(input);
     ::std::result::Result::Ok({
         let context_1 = rt::object_context(data);
         let values = [
@@ -354,7 +354,7 @@ fn expr_15(
     host: &mut dyn rt::NativeHost,
     input: &rt::JValue,
 ) -> ::std::result::Result<rt::JValue, rt::Error> {
-    let data = &rt::input(input);
+    let data: &rt::JValue = &rt::input(input);
     ::std::result::Result::Ok({
         let context_1 = rt::object_context(data);
         let values = [

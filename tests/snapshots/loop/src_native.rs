@@ -49,7 +49,7 @@ fn expr_0(
 ) -> ::std::result::Result<rt::JValue, rt::Error> {
     let call_0 = ::std::cell::OnceCell::<rt::JValue>::new();
     let call_1 = ::std::cell::OnceCell::<rt::JValue>::new();
-    let data = &rt::input(input);
+    let data: &rt::JValue = &rt::input(input);
     ::std::result::Result::Ok(
         if rt::truthy(
             &rt::eq(
@@ -175,7 +175,7 @@ fn expr_1(
     host: &mut dyn rt::NativeHost,
     input: &rt::JValue,
 ) -> ::std::result::Result<rt::JValue, rt::Error> {
-    let data = &rt::input(input);
+    let data: &rt::JValue = &rt::input(input);
     ::std::result::Result::Ok(
         rt::unwrap(rt::fields(data, &["increment_node", "counter"], true)?),
     )
@@ -188,7 +188,7 @@ fn expr_2(
     host: &mut dyn rt::NativeHost,
     input: &rt::JValue,
 ) -> ::std::result::Result<rt::JValue, rt::Error> {
-    let data = &rt::input(input);
+    let data: &rt::JValue = &rt::input(input);
     ::std::result::Result::Ok(
         rt::unwrap(rt::fields(data, &["increment_node", "target"], true)?),
     )
@@ -201,7 +201,7 @@ fn expr_3(
     host: &mut dyn rt::NativeHost,
     input: &rt::JValue,
 ) -> ::std::result::Result<rt::JValue, rt::Error> {
-    let data = &rt::input(input);
+    let data: &rt::JValue = &rt::input(input);
     ::std::result::Result::Ok({
         let context_1 = rt::object_context(data);
         let values = [
