@@ -378,13 +378,20 @@ impl Emitter {
             AstNode::Name(field) => quote!(#rt::unwrap(#rt::fields(#data, &[#field], false)?)),
             AstNode::Path { steps } => self.path(steps, data)?,
             AstNode::Binary { op, lhs, rhs } => self.binary(*op, lhs, rhs, data)?,
-            AstNode::Unary { op, operand } => {
-                let value = self.node(operand, data)?;
-                match op {
-                    UnaryOp::Negate => quote!(#rt::negate(&#value)?),
-                    UnaryOp::Not => quote!(#rt::JValue::Bool(!#rt::truthy(&#value))),
+            AstNode::Unary { op, operand } => match (op, &**operand) {
+                // A negated number literal (`-1`) is a number: negating one never fails.
+                (UnaryOp::Negate, AstNode::Number(n)) => {
+                    let n = number(*n);
+                    quote!(#rt::JValue::Number(-#n))
                 }
-            }
+                _ => {
+                    let value = self.node(operand, data)?;
+                    match op {
+                        UnaryOp::Negate => quote!(#rt::negate(&#value)?),
+                        UnaryOp::Not => quote!(#rt::JValue::Bool(!#rt::truthy(&#value))),
+                    }
+                }
+            },
             AstNode::Conditional {
                 condition,
                 then_branch,

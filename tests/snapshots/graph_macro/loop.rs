@@ -168,7 +168,7 @@ mod __mcpg_native {
                                                     || {
                                                         let args = [
                                                             rt::lit!("increment_node"),
-                                                            rt::negate(&rt::JValue::Number(1f64))?,
+                                                            rt::JValue::Number(-1f64),
                                                         ];
                                                         host.call("nodeExecution", &args)
                                                     },
@@ -198,7 +198,7 @@ mod __mcpg_native {
                                                         || {
                                                             let args = [
                                                                 rt::lit!("increment_node"),
-                                                                rt::negate(&rt::JValue::Number(1f64))?,
+                                                                rt::JValue::Number(-1f64),
                                                             ];
                                                             host.call("nodeExecution", &args)
                                                         },
@@ -222,7 +222,7 @@ mod __mcpg_native {
                                                         || {
                                                             let args = [
                                                                 rt::lit!("increment_node"),
-                                                                rt::negate(&rt::JValue::Number(1f64))?,
+                                                                rt::JValue::Number(-1f64),
                                                             ];
                                                             host.call("nodeExecution", &args)
                                                         },

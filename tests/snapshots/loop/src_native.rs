@@ -92,7 +92,7 @@ fn expr_0(
                                                 || {
                                                     let args = [
                                                         rt::lit!("increment_node"),
-                                                        rt::negate(&rt::JValue::Number(1f64))?,
+                                                        rt::JValue::Number(-1f64),
                                                     ];
                                                     host.call("nodeExecution", &args)
                                                 },
@@ -122,7 +122,7 @@ fn expr_0(
                                                     || {
                                                         let args = [
                                                             rt::lit!("increment_node"),
-                                                            rt::negate(&rt::JValue::Number(1f64))?,
+                                                            rt::JValue::Number(-1f64),
                                                         ];
                                                         host.call("nodeExecution", &args)
                                                     },
@@ -146,7 +146,7 @@ fn expr_0(
                                                     || {
                                                         let args = [
                                                             rt::lit!("increment_node"),
-                                                            rt::negate(&rt::JValue::Number(1f64))?,
+                                                            rt::JValue::Number(-1f64),
                                                         ];
                                                         host.call("nodeExecution", &args)
                                                     },
